@@ -1,0 +1,117 @@
+"""Decoding settings, their validation, and named presets.
+
+One frozen dataclass holds everything a generation needs to know besides the prompt; the CLI,
+the benchmark and the app all build one of these and call `validate()` before decoding, so a
+bad value becomes one clear ValueError instead of a crash deep in the decode loop.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+METHODS = ("eagle2", "eagle1", "chain", "vanilla")
+METHOD_LABELS = {
+    "eagle2": "EAGLE-2 dynamic tree",
+    "eagle1": "EAGLE-1 static tree",
+    "chain": "chain (one draft per step)",
+    "vanilla": "vanilla (no drafting)",
+}
+
+# EAGLE-1 static tree: each entry is a path of ranks among the parent's top-k draft tokens, e.g.
+# (0, 1) = "the head's 2nd choice after its 1st choice". 25 draft nodes, 4/8/8/3/2 per depth,
+# the shape of the EAGLE-1 paper's default tree (+ root = 26 tokens verified per cycle).
+EAGLE1_TREE: tuple[tuple[int, ...], ...] = (
+    (0,), (1,), (2,), (3,),
+    (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0),
+    (0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 0), (0, 1, 1), (0, 2, 0), (1, 0, 0), (1, 1, 0),
+    (0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0),
+    (0, 0, 0, 0, 0), (0, 0, 0, 0, 1),
+)
+
+# Sane ranges: wide enough for every published setting, narrow enough that a typo cannot ask
+# the target to verify a 10,000-node tree.
+MAX_DEPTH = 16
+MAX_TREE_TOP_K = 32
+MAX_TOTAL_TOKENS = 256
+MAX_CHAIN = 16
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    method: str = "eagle2"  # one of METHODS
+    max_new_tokens: int = 128  # stop after this many generated tokens
+    # EAGLE-2 dynamic tree (REFERENCE §3): `depth` expansion steps, `tree_top_k` children per
+    # node and frontier width, keep the best `total_tokens` draft nodes (root not counted).
+    depth: int = 5
+    tree_top_k: int = 8
+    total_tokens: int = 24
+    # chain drafting: `chain_length` tokens, one per head step
+    chain_length: int = 4
+    # EAGLE-1 static tree as rank paths
+    static_tree: tuple[tuple[int, ...], ...] = EAGLE1_TREE
+    # sampling; temperature 0 = greedy (then top_p / top_k are unused)
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = no top-k filter
+    seed: int = 0
+    chat_template: bool = True  # wrap the prompt as a user turn of the model's chat template
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def with_(self, **kw) -> "DecodeSettings":
+        return replace(self, **kw)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["static_tree"] = [list(p) for p in self.static_tree]
+        return d
+
+    def validate(self, context_limit: int | None = None) -> "DecodeSettings":
+        """Raise ValueError with a user-readable message if any setting is out of range."""
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an integer >= 1 (got {self.max_new_tokens!r})")
+        if context_limit is not None and self.max_new_tokens > context_limit:
+            raise ValueError(
+                f"max_new_tokens={self.max_new_tokens} exceeds the model's context of {context_limit} tokens"
+            )
+        if not (1 <= self.depth <= MAX_DEPTH):
+            raise ValueError(f"depth must be between 1 and {MAX_DEPTH} (got {self.depth})")
+        if not (1 <= self.tree_top_k <= MAX_TREE_TOP_K):
+            raise ValueError(f"tree top_k must be between 1 and {MAX_TREE_TOP_K} (got {self.tree_top_k})")
+        if not (1 <= self.total_tokens <= MAX_TOTAL_TOKENS):
+            raise ValueError(f"total_tokens must be between 1 and {MAX_TOTAL_TOKENS} (got {self.total_tokens})")
+        if not (1 <= self.chain_length <= MAX_CHAIN):
+            raise ValueError(f"chain_length must be between 1 and {MAX_CHAIN} (got {self.chain_length})")
+        if not self.static_tree or len(self.static_tree) > MAX_TOTAL_TOKENS:
+            raise ValueError(f"the static tree needs 1 to {MAX_TOTAL_TOKENS} paths")
+        paths = set(map(tuple, self.static_tree))
+        for path in paths:
+            if any(r < 0 or r >= MAX_TREE_TOP_K for r in path) or len(path) > MAX_DEPTH:
+                raise ValueError(f"static tree path {path} has a rank outside 0..{MAX_TREE_TOP_K - 1}")
+            if len(path) > 1 and path[:-1] not in paths:
+                raise ValueError(f"static tree path {path} has no parent path {path[:-1]}")
+        if not (self.temperature >= 0.0) or self.temperature > 100:
+            raise ValueError(f"temperature must be >= 0 (got {self.temperature})")
+        if not (0.0 < self.top_p <= 1.0):
+            raise ValueError(f"top_p must be in (0, 1] (got {self.top_p})")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be an integer >= 0 (got {self.top_k!r}); 0 disables it")
+        return self
+
+
+# Named presets. "cpu" is tuned for a 2-core CPU (see docs/performance.md), "gpu" is the
+# published EAGLE-2 default (60 draft tokens, depth 6, top_k 10).
+PRESETS: dict[str, dict] = {
+    "cpu": dict(depth=5, tree_top_k=8, total_tokens=24),
+    "gpu": dict(depth=6, tree_top_k=10, total_tokens=60),
+    "small": dict(depth=3, tree_top_k=4, total_tokens=8),
+}
+
+
+def preset(name: str, **overrides) -> DecodeSettings:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return DecodeSettings(**{**PRESETS[name], **overrides})

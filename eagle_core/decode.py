@@ -1,0 +1,247 @@
+"""The decode loop: one generator that yields a CycleRecord per draft/verify cycle.
+
+EAGLE and vanilla decoding are the same loop; vanilla simply drafts nothing, so each cycle
+verifies the root alone and commits the target's own token. Per cycle (names from the papers):
+
+  1. draft   the head catches up on the tokens committed last cycle, then drafts a tree
+  2. verify  ONE ordinary forward of the target over root + tree, with a 4D tree-attention mask
+             and position ids = context length + depth
+  3. accept  walk the tree with the greedy / point-mass / ratio rule; the bonus token follows
+  4. update  keep only the accepted path in the target's KV cache (compacted to contiguous
+             positions); the bonus becomes the next root
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import torch
+
+from .config import DecodeSettings
+from .draft import Drafter
+from .trace import ACCEPTED, CycleRecord, DraftNode, Run, RunSummary
+from .tree import DraftTree, children_lists, tree_attention_mask, tree_positions
+from .verify import Verdict, logits_to_probs, sample, verify_greedy, verify_point_mass, verify_ratio
+
+HEAD_SCRATCH = 1024  # head-cache room for one cycle's tree nodes beyond the committed context
+
+
+def compact_cache(cache, context_len: int, keep: list[int]) -> None:
+    """Keep tree entries `keep` (offsets from context_len, ascending) and drop the rest."""
+    idx = torch.tensor(keep, dtype=torch.long)
+    contiguous = keep == list(range(len(keep)))
+    for layer in cache.layers:
+        if not contiguous:
+            i = idx.to(layer.keys.device) + context_len
+            layer.keys[..., context_len:context_len + len(keep), :] = layer.keys.index_select(-2, i)
+            layer.values[..., context_len:context_len + len(keep), :] = layer.values.index_select(-2, i)
+        layer.keys = layer.keys[..., :context_len + len(keep), :]
+        layer.values = layer.values[..., :context_len + len(keep), :]
+
+
+class Engine:
+    """A target model plus (optionally) an EAGLE head. Read-only: safe to share between users;
+    every generation keeps its own caches and random generator."""
+
+    def __init__(self, target, head=None, draft_vocab: list[int] | None = None, head_name: str = ""):
+        self.target = target
+        self.drafter = Drafter(head, target, draft_vocab) if head is not None else None
+        self.head_name = head_name if head is not None else ""
+
+    def check(self, prompt: str, settings: DecodeSettings) -> list[int]:
+        """Validate a request; returns the prompt's token ids. Raises ValueError with a clear message."""
+        settings.validate(self.target.context_limit)
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("the prompt is empty: type something for the model to answer")
+        if settings.method != "vanilla" and self.drafter is None:
+            raise ValueError(f"method {settings.method!r} needs an EAGLE head, and none is loaded")
+        ids = self.target.encode_prompt(prompt, settings.chat_template)
+        limit = self.target.context_limit
+        if len(ids) >= limit:
+            raise ValueError(f"the prompt is {len(ids)} tokens long; the model's context holds {limit} tokens, "
+                             f"so at most {limit - 1} prompt tokens leave room to generate")
+        return ids
+
+    def generate(self, prompt: str, settings: DecodeSettings, stop: threading.Event | None = None) -> "Generation":
+        ids = self.check(prompt, settings)
+        return Generation(self, prompt, ids, settings, stop)
+
+    def run(self, prompt: str, settings: DecodeSettings, stop: threading.Event | None = None) -> Run:
+        g = self.generate(prompt, settings, stop)
+        for _ in g:
+            pass
+        return g.run
+
+
+class Generation:
+    """Iterate to get CycleRecords as they happen; `.run` holds the finished Run afterwards."""
+
+    def __init__(self, engine: Engine, prompt: str, prompt_ids: list[int], s: DecodeSettings, stop):
+        self.engine, self.prompt, self.prompt_ids, self.s, self.stop = engine, prompt, prompt_ids, s, stop
+        self.cycles: list[CycleRecord] = []
+        self.run: Run | None = None
+
+    def __iter__(self):
+        for rec in self._loop():
+            self.cycles.append(rec)
+            yield rec
+
+    # ------------------------------------------------------------------------------------------
+    def _loop(self):
+        eng, s, tgt = self.engine, self.s, self.engine.target
+        drafter = eng.drafter if s.method != "vanilla" else None
+        dev = tgt.device
+        gen = torch.Generator().manual_seed(s.seed)
+        eos = set(tgt.eos_ids)
+        limit = tgt.context_limit
+        rule = "greedy" if s.greedy else ("ratio" if s.method == "chain" else "point_mass")
+        t_start = time.perf_counter()
+
+        # 0. prefill: the prompt through the target; its last logits give the first new token
+        ids = torch.tensor([self.prompt_ids], device=dev)
+        cache = tgt.new_cache()
+        feats = tgt.forward(ids, cache)[0]  # (n, H)
+        first = self._pick(tgt.logits(feats[-1:])[0], gen)
+        prefill_ms = (time.perf_counter() - t_start) * 1e3
+        out_ids = [first]
+        L = len(self.prompt_ids)  # target cache length = position of the root
+        head_cache = pending = None
+        if drafter is not None:
+            head_cache = drafter.new_cache(min(limit, L + s.max_new_tokens) + HEAD_SCRATCH)
+            pending = (feats, torch.tensor(self.prompt_ids[1:] + [first], device=dev), 0)
+        emitted = ""
+        draft_s = verify_s = 0.0
+        stop_reason = None
+        if first in eos:
+            stop_reason = "eos"
+            out_ids.pop()
+        elif s.max_new_tokens <= 1:
+            stop_reason = "max_new_tokens"
+        step = 0
+        while stop_reason is None:
+            if self.stop is not None and self.stop.is_set():
+                stop_reason = "stopped"
+                break
+            if L >= limit:
+                stop_reason = "context_full"
+                break
+            root = out_ids[-1]
+            remaining = s.max_new_tokens - len(out_ids)
+            max_depth = min(remaining - 1, limit - 1 - L)
+
+            # 1. draft
+            t0 = time.perf_counter()
+            if drafter is not None:
+                root_feat = drafter.catch_up(head_cache, pending[0], pending[1], pending[2])
+                tree = drafter.draft(s, head_cache, root, root_feat, L, max_depth, gen)
+            else:
+                tree = DraftTree((root,), (-1,), (1.0,), (0.0,))
+            t1 = time.perf_counter()
+
+            # 2. verify: one forward over the whole tree
+            n = len(tree)
+            mask = tree_attention_mask(tree.parents, L, dtype=tgt.dtype, device=dev) if n > 1 else None
+            pos = tree_positions(tree.parents, L).to(dev)[None]
+            feats = tgt.forward(torch.tensor([tree.tokens], device=dev), cache, pos, mask)[0]  # (n, H)
+            verdict = self._accept(tree, feats, gen)
+            # 4. update: keep the accepted path's cache entries
+            compact_cache(cache, L, list(verdict.accepted))
+            t2 = time.perf_counter()
+            draft_s += t1 - t0
+            verify_s += t2 - t1
+
+            new = [tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus_token]
+            committed = []
+            for t in new:
+                if t in eos:
+                    stop_reason = "eos"
+                    break
+                committed.append(t)
+                if len(out_ids) + len(committed) >= s.max_new_tokens:
+                    stop_reason = "max_new_tokens"
+                    break
+            out_ids.extend(committed)
+            if drafter is not None and stop_reason is None:
+                acc = torch.tensor(verdict.accepted, device=dev)
+                pending = (feats[acc], torch.tensor(new, device=dev), L)
+            L += len(verdict.accepted)
+            text, emitted = self._delta(out_ids, emitted)
+            yield self._record(step, L - len(verdict.accepted), tree, verdict, committed, text, t1 - t0, t2 - t1, rule)
+            step += 1
+
+        wall = time.perf_counter() - t_start
+        n_cycles = len(self.cycles)
+        accepted_total = sum(len(c.accepted) for c in self.cycles)  # accepted drafts + bonus, per cycle
+        text = tgt.decode(out_ids)
+        summary = RunSummary(
+            method=s.method, prompt=self.prompt, text=text, token_ids=tuple(out_ids),
+            prompt_tokens=len(self.prompt_ids), new_tokens=len(out_ids), target_forwards=1 + n_cycles,
+            cycles=n_cycles, tau=accepted_total / n_cycles if n_cycles else 0.0, wall_s=wall,
+            tokens_per_s=len(out_ids) / wall if wall > 0 else 0.0, prefill_ms=prefill_ms,
+            draft_s=draft_s, verify_s=verify_s, stop_reason=stop_reason, settings=s.to_dict(),
+            model=tgt.name, head=eng.head_name if drafter is not None else "", device=str(dev),
+        )
+        self.run = Run(summary, tuple(self.cycles), first_token_id=first, first_token_text=tgt.token_text(first))
+
+    def _pick(self, logits, gen) -> int:
+        s = self.s
+        if s.greedy:
+            return int(logits.argmax())
+        return sample(logits_to_probs(logits, s.temperature, s.top_p, s.top_k), gen)
+
+    def _accept(self, tree: DraftTree, feats: torch.Tensor, gen) -> Verdict:
+        """3. accept. Target logits are computed for every node that has children (one batched
+        LM-head product), plus lazily for a leaf that ends the accepted path."""
+        s, tgt = self.s, self.engine.target
+        children = children_lists(tree.parents)
+        parents_idx = [i for i, c in enumerate(children) if c]
+        logits: dict[int, torch.Tensor] = {}
+        if parents_idx:
+            rows = tgt.logits(feats[parents_idx])
+            logits.update(zip(parents_idx, rows))
+
+        def logits_at(i):
+            if i not in logits:
+                logits[i] = tgt.logits(feats[i:i + 1])[0]
+            return logits[i]
+
+        dists: dict[int, torch.Tensor] = {}
+        if s.greedy:
+            def prob(i, tok):
+                if i not in dists:
+                    dists[i] = torch.softmax(logits_at(i), -1)
+                return float(dists[i][tok])
+            return verify_greedy(tree.tokens, tree.parents, lambda i: int(logits_at(i).argmax()), prob)
+
+        def dist(i):
+            if i not in dists:
+                dists[i] = logits_to_probs(logits_at(i), s.temperature, s.top_p, s.top_k).cpu()
+            return dists[i]
+        if tree.q_dists is not None:
+            return verify_ratio(tree.tokens, tree.parents, dist, tree.q_dists, gen)
+        return verify_point_mass(tree.tokens, tree.parents, dist, gen)
+
+    def _delta(self, out_ids, emitted):
+        """Text added since the last cycle; an incomplete UTF-8 character is held back."""
+        full = self.engine.target.decode(out_ids)
+        if full.endswith("\ufffd"):
+            return "", emitted
+        common = os.path.commonprefix([full, emitted])  # == emitted unless decoding re-merged text
+        return full[len(common):], full
+
+    def _record(self, step, L, tree, v: Verdict, committed, text, draft_dt, verify_dt, rule) -> CycleRecord:
+        tt = self.engine.target.token_text
+        depths = tree.depths
+        nodes = tuple(
+            DraftNode(index=i, token_id=int(tree.tokens[i]), text=tt(tree.tokens[i]), parent=int(tree.parents[i]),
+                      depth=depths[i], q=float(tree.q[i]), score=float(tree.scores[i]), p=v.p[i],
+                      decision=v.decisions[i] if i else ACCEPTED, u=v.u[i], p_test=v.p_test[i])
+            for i in range(len(tree))
+        )
+        return CycleRecord(
+            step=step, context_len=L, nodes=nodes, accepted=tuple(v.accepted), bonus_token_id=int(v.bonus_token),
+            bonus_text=tt(v.bonus_token), committed_ids=tuple(int(t) for t in committed), committed_text=text,
+            draft_ms=draft_dt * 1e3, verify_ms=verify_dt * 1e3, rule=rule, bonus_p=v.bonus_p,
+        )
+

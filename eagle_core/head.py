@@ -1,0 +1,307 @@
+"""The EAGLE-1/2 auto-regression head, and its checkpoint format.
+
+Architecture (REFERENCE §2). At position t the head sees the target's feature f_t (its last
+hidden state, after the final norm: what the LM head consumes) and the embedding of the token
+that FOLLOWED it, x_{t+1} (the one-token shift), and predicts f_{t+1}:
+
+    h = fc(cat(embed(x_{t+1}), f_t))            # (n, 2H) -> (n, H)
+    h = h + attn(h)                             # NO pre-attention RMSNorm
+    h = h + mlp(post_attention_layernorm(h))    # SwiGLU
+    f_{t+1} ≈ h                                 # no final norm
+    draft logits = target.lm_head(h)            # the target's frozen LM head
+
+The token embedding and LM head belong to the target and are passed in, never copied into the
+head's weights. Checkpoints use the published EAGLE layout (config.json + model.safetensors or
+pytorch_model.bin, keys `fc.*`, `layers.0.*`) and load strictly.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class HeadConfig:
+    hidden_size: int  # H: must equal the target's hidden size
+    intermediate_size: int  # MLP width
+    num_attention_heads: int
+    num_key_value_heads: int  # < num_attention_heads means grouped-query attention
+    vocab_size: int  # the target's vocabulary (the embedding / LM head it drafts through)
+    rms_norm_eps: float = 1e-5
+    max_position_embeddings: int = 2048
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None  # None, {"rope_type": "linear", "factor": f} or "llama3"
+    bias: bool = True  # fc has a bias (EAGLE-LLaMA3 heads say "bias": false)
+    qkv_bias: bool = False  # q/k/v projections have biases (Qwen2 targets)
+    head_dim: int | None = None
+
+    @property
+    def dim_per_head(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    def to_json_dict(self) -> dict:
+        d = asdict(self)
+        if d["head_dim"] is None:
+            del d["head_dim"]
+        # fields the published configs carry, so other EAGLE tools can read ours
+        d.update(num_hidden_layers=1, hidden_act="silu", architectures=["LlamaForCausalLM"], model_type="llama")
+        return d
+
+    @classmethod
+    def from_json_dict(cls, d: dict) -> "HeadConfig":
+        if d.get("num_hidden_layers", 1) != 1:
+            raise ValueError(f"an EAGLE-1/2 head has one decoder layer; config says {d['num_hidden_layers']}")
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        kw.setdefault("num_key_value_heads", d.get("num_attention_heads"))
+        missing = {"hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"} - kw.keys()
+        if missing:
+            raise ValueError(f"head config.json lacks {sorted(missing)}")
+        return cls(**kw)
+
+    @classmethod
+    def for_target(cls, target_config, **overrides) -> "HeadConfig":
+        """A head shaped like one decoder layer of the target (the usual choice)."""
+        c = target_config
+        kw = dict(
+            hidden_size=c.hidden_size,
+            intermediate_size=c.intermediate_size,
+            num_attention_heads=c.num_attention_heads,
+            num_key_value_heads=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
+            vocab_size=c.vocab_size,
+            rms_norm_eps=getattr(c, "rms_norm_eps", 1e-5),
+            max_position_embeddings=c.max_position_embeddings,
+            rope_theta=_rope_theta(c),
+            head_dim=getattr(c, "head_dim", None),
+        )
+        kw.update(overrides)
+        return cls(**kw)
+
+
+def _rope_theta(target_config) -> float:
+    theta = getattr(target_config, "rope_theta", None)
+    if theta is None:  # transformers 5 keeps it in rope_parameters
+        params = getattr(target_config, "rope_parameters", None) or {}
+        theta = params.get("rope_theta", 10000.0)
+    return float(theta)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rope_inv_freq(cfg: HeadConfig) -> torch.Tensor:
+    d = cfg.dim_per_head
+    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    rs = cfg.rope_scaling or {}
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind in (None, "default"):
+        return inv_freq
+    if kind == "linear":
+        return inv_freq / float(rs["factor"])
+    if kind == "llama3":  # Llama 3.1-style frequency-dependent scaling
+        factor, lo, hi = float(rs["factor"]), float(rs.get("low_freq_factor", 1)), float(rs.get("high_freq_factor", 4))
+        old_ctx = float(rs["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv_freq
+        smooth = ((old_ctx / wavelen) - lo) / (hi - lo)
+        scaled = torch.where(wavelen > old_ctx / lo, inv_freq / factor, inv_freq)
+        mid = (wavelen <= old_ctx / lo) & (wavelen >= old_ctx / hi)
+        return torch.where(mid, (1 - smooth) * inv_freq / factor + smooth * inv_freq, scaled)
+    raise ValueError(f"unsupported rope_scaling {rs!r} in head config")
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (1, heads, n, d); cos/sin: (n, d). The "rotate half" convention of HF Llama."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+class HeadCache:
+    """The head's own KV cache, written by position (committed context + scratch tree nodes)."""
+
+    def __init__(self, cfg: HeadConfig, max_len: int, device, dtype):
+        shape = (1, cfg.num_key_value_heads, max_len, cfg.dim_per_head)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.length = 0  # entries [0, length) are valid
+
+    def append(self, k: torch.Tensor, v: torch.Tensor):
+        n = k.shape[2]
+        if self.length + n > self.k.shape[2]:
+            raise ValueError(f"head cache full ({self.k.shape[2]} positions)")
+        self.k[:, :, self.length:self.length + n] = k
+        self.v[:, :, self.length:self.length + n] = v
+        self.length += n
+
+    def crop(self, length: int):
+        self.length = min(self.length, length)
+
+
+class DecoderLayer(nn.Module):
+    """One Llama decoder layer without the pre-attention norm (EAGLE-1/2 drop it)."""
+
+    def __init__(self, cfg: HeadConfig):
+        super().__init__()
+        H, d = cfg.hidden_size, cfg.dim_per_head
+        self.n_heads, self.n_kv, self.d = cfg.num_attention_heads, cfg.num_key_value_heads, d
+        self.self_attn = nn.Module()
+        self.self_attn.q_proj = nn.Linear(H, self.n_heads * d, bias=cfg.qkv_bias)
+        self.self_attn.k_proj = nn.Linear(H, self.n_kv * d, bias=cfg.qkv_bias)
+        self.self_attn.v_proj = nn.Linear(H, self.n_kv * d, bias=cfg.qkv_bias)
+        self.self_attn.o_proj = nn.Linear(self.n_heads * d, H, bias=False)
+        self.mlp = nn.Module()
+        self.mlp.gate_proj = nn.Linear(H, cfg.intermediate_size, bias=False)
+        self.mlp.up_proj = nn.Linear(H, cfg.intermediate_size, bias=False)
+        self.mlp.down_proj = nn.Linear(cfg.intermediate_size, H, bias=False)
+        self.post_attention_layernorm = RMSNorm(H, cfg.rms_norm_eps)
+
+    def forward(self, h, cos, sin, mask, cache: HeadCache | None):
+        # h: (1, n, H); mask: (n, kv_len) bool, True = may attend (kv_len counts cached + new)
+        n = h.shape[1]
+        a = self.self_attn
+        q = a.q_proj(h).view(1, n, self.n_heads, self.d).transpose(1, 2)  # (1, nh, n, d)
+        k = a.k_proj(h).view(1, n, self.n_kv, self.d).transpose(1, 2)  # (1, nkv, n, d)
+        v = a.v_proj(h).view(1, n, self.n_kv, self.d).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            start = cache.length
+            cache.append(k, v)
+            k, v = cache.k[:, :, :start + n], cache.v[:, :, :start + n]
+        if self.n_kv != self.n_heads:
+            k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)
+            v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (1, nh, n, d)
+        h = h + a.o_proj(out.transpose(1, 2).reshape(1, n, self.n_heads * self.d))
+        m, x = self.mlp, self.post_attention_layernorm(h)
+        return h + m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
+
+
+class EagleHead(nn.Module):
+    def __init__(self, cfg: HeadConfig):
+        super().__init__()
+        self.config = cfg
+        self.fc = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=cfg.bias)
+        self.layers = nn.ModuleList([DecoderLayer(cfg)])
+        # float32 RoPE frequencies; a plain attribute (not a buffer) so .to(bfloat16) keeps them exact
+        self._inv_freq = rope_inv_freq(cfg)
+
+    def new_cache(self, max_len: int) -> HeadCache:
+        p = self.fc.weight
+        return HeadCache(self.config, max_len, p.device, p.dtype)
+
+    def forward(self, token_embeds, features, positions, mask=None, cache: HeadCache | None = None):
+        """Predict next features.
+
+        token_embeds: (1, n, H) embeddings of x_{t+1}; features: (1, n, H) target (or predicted)
+        features f_t; positions: (n,) position ids t; mask: (n, kv_len) bool or None for causal
+        attention over cache + new entries. Returns (1, n, H) predicted f_{t+1}.
+        """
+        n = features.shape[1]
+        if mask is None:
+            past = cache.length if cache is not None else 0
+            mask = torch.ones(n, past + n, dtype=torch.bool, device=features.device).tril(past)
+        if self._inv_freq.device != features.device:
+            self._inv_freq = self._inv_freq.to(features.device)
+        freqs = positions.to(features.device, torch.float32)[:, None] * self._inv_freq[None]  # (n, d/2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(features.dtype), emb.sin().to(features.dtype)
+        h = self.fc(torch.cat((token_embeds, features), dim=-1))
+        return self.layers[0](h, cos, sin, mask, cache)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints: config.json + model.safetensors (or pytorch_model.bin), the published key layout.
+# An optional draft_vocab.json holds the reduced draft vocabulary (token ids the head may draft).
+
+DRAFT_VOCAB_FILE = "draft_vocab.json"
+OPTIONAL_KEYS = {"embed_tokens.weight"}  # published heads carry a copy of the target's embedding
+
+
+def save_head(head: EagleHead, path: str, draft_vocab: list[int] | None = None, dtype=torch.float16, meta=None):
+    """Write `path/config.json` + `path/model.safetensors` (+ draft_vocab.json)."""
+    from safetensors.torch import save_file
+
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({**head.config.to_json_dict(), **({"eagle_explainer": meta} if meta else {})}, f, indent=2)
+    sd = {k: v.detach().to("cpu", dtype).contiguous() for k, v in head.state_dict().items()}
+    save_file(sd, os.path.join(path, "model.safetensors"))
+    if draft_vocab is not None:
+        with open(os.path.join(path, DRAFT_VOCAB_FILE), "w") as f:
+            json.dump({"token_ids": [int(t) for t in draft_vocab]}, f)
+
+
+def read_state_dict(path: str) -> dict[str, torch.Tensor]:
+    st, binf = os.path.join(path, "model.safetensors"), os.path.join(path, "pytorch_model.bin")
+    if os.path.exists(st):
+        from safetensors.torch import load_file
+
+        return load_file(st)
+    if os.path.exists(binf):
+        return torch.load(binf, map_location="cpu", weights_only=True)
+    raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {path}")
+
+
+def load_head(path: str, target_hidden_size: int | None = None, target_vocab_size: int | None = None,
+              device="cpu", dtype=torch.float32) -> tuple[EagleHead, list[int] | None]:
+    """Load a head strictly. Returns (head, draft vocabulary token ids or None)."""
+    cfg_file = os.path.join(path, "config.json")
+    if not os.path.exists(cfg_file):
+        raise FileNotFoundError(f"no config.json in {path}")
+    with open(cfg_file) as f:
+        cfg = HeadConfig.from_json_dict(json.load(f))
+    if target_hidden_size is not None and cfg.hidden_size != target_hidden_size:
+        raise ValueError(
+            f"head does not fit the target: head hidden size {cfg.hidden_size}, target hidden size {target_hidden_size}"
+        )
+    if target_vocab_size is not None and cfg.vocab_size != target_vocab_size:
+        raise ValueError(
+            f"head does not fit the target: head vocabulary {cfg.vocab_size}, target vocabulary {target_vocab_size}"
+        )
+    sd = read_state_dict(path)
+    if "fc.bias" in sd and not cfg.bias:
+        raise ValueError("checkpoint has fc.bias but config.json says \"bias\": false")
+    head = EagleHead(cfg)
+    load_state_strict(head, sd)
+    draft_vocab = None
+    dv = os.path.join(path, DRAFT_VOCAB_FILE)
+    if os.path.exists(dv):
+        with open(dv) as f:
+            draft_vocab = [int(t) for t in json.load(f)["token_ids"]]
+        if not draft_vocab or max(draft_vocab) >= cfg.vocab_size or min(draft_vocab) < 0:
+            raise ValueError(f"{DRAFT_VOCAB_FILE}: token ids must lie in [0, {cfg.vocab_size})")
+    return head.to(device=device, dtype=dtype).eval(), draft_vocab
+
+
+def load_state_strict(head: EagleHead, sd: dict[str, torch.Tensor]):
+    """Copy `sd` into `head`; any missing, unexpected or mis-shaped key is an error."""
+    own = head.state_dict()
+    missing = sorted(set(own) - set(sd))
+    unexpected = sorted(set(sd) - set(own) - OPTIONAL_KEYS)
+    if missing or unexpected:
+        raise ValueError(f"head checkpoint does not match the EAGLE layout: missing keys {missing}, "
+                         f"unexpected keys {unexpected}")
+    if "embed_tokens.weight" in sd:
+        V, H = head.config.vocab_size, head.config.hidden_size
+        if tuple(sd["embed_tokens.weight"].shape) != (V, H):
+            raise ValueError(f"embed_tokens.weight has shape {tuple(sd['embed_tokens.weight'].shape)}, "
+                             f"expected ({V}, {H}) from config.json")
+    for k, t in own.items():
+        if tuple(sd[k].shape) != tuple(t.shape):
+            raise ValueError(f"{k}: checkpoint shape {tuple(sd[k].shape)}, config.json implies {tuple(t.shape)}")
+    head.load_state_dict({k: sd[k] for k in own}, strict=True)

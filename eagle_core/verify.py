@@ -1,0 +1,183 @@
+"""Turning logits into distributions, and the acceptance rules that make EAGLE lossless.
+
+p is always the target's distribution, q the draft's (the papers' names). The three rules:
+
+* greedy       a child is accepted iff it is the target's argmax at its parent; the output is
+               therefore exactly vanilla greedy decoding.
+* point_mass   (sampling, deterministic top-k drafts) at a node with target distribution p,
+               try the children in rank order: accept child c with probability p(c); on a
+               rejection set p(c) = 0 and renormalise before trying the next sibling; if all
+               fail, sample the bonus token from what is left of p. A point-mass draft q = δ_c
+               makes min(1, p/q) = p(c) and the residual max(0, p - q) = p without c, so this is
+               speculative sampling applied sibling by sibling: the output is distributed as p.
+* ratio        (sampling, drafts sampled from q, one child per node) accept x with probability
+               min(1, p(x)/q(x)); on rejection sample from norm(max(0, p - q)). Then
+               P(x) = min(p, q)(x) + (1 - Σ min(p, q)) · max(0, p - q)(x) / Σ max(0, p - q) = p(x).
+
+After the last accepted node the bonus token is drawn from p at that node, processed exactly
+like every other target distribution (same temperature, top-p, top-k).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .trace import ACCEPTED, NOT_REACHED, REJECTED
+from .tree import children_lists as _children
+
+
+def logits_to_probs(logits: torch.Tensor, temperature: float, top_p: float = 1.0, top_k: int = 0) -> torch.Tensor:
+    """Softmax of logits / temperature, restricted to the top_k tokens and the top_p nucleus.
+
+    logits: (..., V). temperature 0 means greedy: returns the one-hot of the argmax.
+    """
+    logits = logits.float()
+    if temperature == 0.0:
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+    logits = logits / temperature
+    if top_k and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    if top_p < 1.0:
+        sorted_p, idx = torch.sort(probs, dim=-1, descending=True)
+        # keep the smallest prefix whose mass reaches top_p (the token that crosses it included)
+        drop = (sorted_p.cumsum(-1) - sorted_p) >= top_p
+        sorted_p = sorted_p.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
+    """Draw one token id from a 1-D distribution."""
+    return int(torch.multinomial(probs.float().cpu(), 1, generator=generator).item())
+
+
+def uniform(generator: torch.Generator | None) -> float:
+    return float(torch.rand((), generator=generator).item())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of verifying one tree."""
+
+    accepted: tuple[int, ...]  # node indices of the accepted path, root (0) first
+    bonus_token: int
+    decisions: tuple[str, ...]  # per node; root is ACCEPTED
+    p: tuple[float | None, ...]  # per node: target probability at its parent (None = not computed)
+    u: tuple[float | None, ...]  # per node: the uniform draw it was tested with (sampling)
+    p_test: tuple[float | None, ...]  # per node: the probability the draw was compared against
+    bonus_p: float | None
+
+
+# `dist(i)` returns the processed target distribution p at node i, shape (V,), float32.
+DistFn = Callable[[int], torch.Tensor]
+
+
+def _finish(n, accepted, children, decisions):
+    """Every node that was never tested (its parent was not accepted) is NOT_REACHED."""
+    out = list(decisions)
+    for i in range(1, n):
+        if out[i] is None:
+            out[i] = NOT_REACHED
+    return tuple(out)
+
+
+def verify_greedy(tokens, parents, argmax: Callable[[int], int], prob: Callable[[int, int], float] | None = None) -> Verdict:
+    """Greedy rule. argmax(i) = target argmax at node i; prob(i, tok) = target p of tok at i (display)."""
+    n = len(tokens)
+    children = _children(parents)
+    decisions: list[str | None] = [ACCEPTED] + [None] * (n - 1)
+    p: list[float | None] = [None] * n
+    node, accepted = 0, [0]
+    while True:
+        best = argmax(node)
+        nxt = None
+        for c in children[node]:
+            if prob is not None:
+                p[c] = prob(node, tokens[c])
+            if nxt is None and tokens[c] == best:
+                decisions[c], nxt = ACCEPTED, c
+            else:
+                decisions[c] = REJECTED
+        if nxt is None:
+            bonus_p = prob(node, best) if prob is not None else None
+            return Verdict(tuple(accepted), best, _finish(n, accepted, children, decisions), tuple(p),
+                           (None,) * n, (None,) * n, bonus_p)
+        accepted.append(nxt)
+        node = nxt
+
+
+def verify_point_mass(tokens, parents, dist: DistFn, generator: torch.Generator | None) -> Verdict:
+    """Sampling rule for deterministic (top-k) draft children; see the module docstring."""
+    n = len(tokens)
+    children = _children(parents)
+    decisions: list[str | None] = [ACCEPTED] + [None] * (n - 1)
+    p: list[float | None] = [None] * n
+    u: list[float | None] = [None] * n
+    p_test: list[float | None] = [None] * n
+    node, accepted = 0, [0]
+    while True:
+        residual = dist(node).clone()
+        nxt = None
+        for c in children[node]:
+            p[c] = float(dist(node)[tokens[c]])
+            total = float(residual.sum())
+            p_test[c] = float(residual[tokens[c]]) / total if total > 0 else 0.0
+            u[c] = uniform(generator)
+            if u[c] < p_test[c]:
+                decisions[c], nxt = ACCEPTED, c
+                break
+            decisions[c] = REJECTED
+            residual[tokens[c]] = 0.0
+        if nxt is None:
+            residual = residual / residual.sum()
+            bonus = sample(residual, generator)
+            return Verdict(tuple(accepted), bonus, _finish(n, accepted, children, decisions), tuple(p),
+                           tuple(u), tuple(p_test), float(dist(node)[bonus]))
+        accepted.append(nxt)
+        node = nxt
+
+
+def verify_ratio(tokens, parents, dist: DistFn, q_dists, generator: torch.Generator | None) -> Verdict:
+    """Classic speculative sampling for a chain whose tokens were sampled from q.
+
+    q_dists[i] is the draft distribution node i was sampled from (over the full vocabulary).
+    """
+    n = len(tokens)
+    children = _children(parents)
+    assert all(len(c) <= 1 for c in children), "the min(1, p/q) rule here verifies chains only"
+    decisions: list[str | None] = [ACCEPTED] + [None] * (n - 1)
+    p: list[float | None] = [None] * n
+    u: list[float | None] = [None] * n
+    p_test: list[float | None] = [None] * n
+    node, accepted = 0, [0]
+    while True:
+        pd = dist(node)
+        if not children[node]:
+            bonus = sample(pd, generator)
+            return Verdict(tuple(accepted), bonus, _finish(n, accepted, children, decisions), tuple(p),
+                           tuple(u), tuple(p_test), float(pd[bonus]))
+        c = children[node][0]
+        qd = q_dists[c].to(pd.device).float()
+        x = tokens[c]
+        p[c] = float(pd[x])
+        p_test[c] = min(1.0, p[c] / float(qd[x])) if float(qd[x]) > 0 else 0.0
+        u[c] = uniform(generator)
+        if u[c] < p_test[c]:
+            decisions[c] = ACCEPTED
+            accepted.append(c)
+            node = c
+            continue
+        decisions[c] = REJECTED
+        residual = torch.clamp(pd - qd, min=0.0)
+        total = float(residual.sum())
+        # total == 0 only if p == q exactly, where rejection has probability 0; guard anyway
+        residual = residual / total if total > 0 else pd
+        bonus = sample(residual, generator)
+        return Verdict(tuple(accepted), bonus, _finish(n, accepted, children, decisions), tuple(p),
+                       tuple(u), tuple(p_test), float(pd[bonus]))
+

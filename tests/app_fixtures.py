@@ -1,0 +1,35 @@
+"""Shared helpers for the app and viz tests: hand-made traces, no model needed."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DraftNode, Run
+from viz.examples import illustration_runs
+
+
+def illustration() -> tuple[Run, Run]:
+    return illustration_runs()
+
+
+def sampled_cycle() -> CycleRecord:
+    """Cycle 0 of the illustration, re-labelled as a sampled (point-mass) verification."""
+    c = illustration_runs()[0].cycles[0]
+    nodes = [replace(n, u=0.3 if n.decision == ACCEPTED else 0.9, p_test=n.p) if n.p is not None and n.index else n
+             for n in c.nodes]
+    return replace(c, nodes=tuple(nodes), rule="point_mass")
+
+
+def vanilla_cycle(step: int = 3, text: str = " x") -> CycleRecord:
+    root = DraftNode(0, 1, "a", -1, 0, 1.0, 0.0, None, ACCEPTED)
+    return CycleRecord(step, 10, (root,), (0,), 2, text, (2,), text, 0.0, 30.0, "greedy", 0.5)
+
+
+def chain_cycle(decisions=(ACCEPTED, ACCEPTED, REJECTED, NOT_REACHED)) -> CycleRecord:
+    """A chain root -> 1 -> 2 -> 3 -> 4 with the given decisions."""
+    nodes = [DraftNode(0, 10, "def", -1, 0, 1.0, 0.0, None, ACCEPTED)]
+    texts = [" f", "(", "x", "):"]
+    for i, d in enumerate(decisions, start=1):
+        nodes.append(DraftNode(i, 10 + i, texts[i - 1], i - 1, i, 0.5, -0.7 * i, None if d == NOT_REACHED else 0.4, d))
+    acc = tuple([0] + [n.index for n in nodes[1:] if n.decision == ACCEPTED])
+    committed = "".join(nodes[i].text for i in acc[1:]) + "\n"
+    return CycleRecord(1, 20, tuple(nodes), acc, 99, "\n", tuple(range(len(acc))), committed, 5.0, 40.0, "greedy", 0.9)

@@ -1,0 +1,162 @@
+"""The figure builders on hand-made traces: graph shape, highlighted path, labels, HTML."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import viz
+from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, run_to_dict
+from tests.app_fixtures import chain_cycle, illustration, sampled_cycle, vanilla_cycle
+from viz.examples import cartesian_tree_cycle
+from viz.tree import BONUS_KEY
+
+
+def test_tree_graph_counts_and_path():
+    c = illustration()[0].cycles[0]  # root + 9 drafts, path I -> am -> going -> to, bonus " explain"
+    g = viz.tree_graph(c)
+    assert g.number_of_nodes() == 10 + 1  # draft nodes + bonus
+    assert g.number_of_edges() == 9 + 1
+    on_path = {n for n, a in g.nodes(data=True) if a["on_path"]}
+    assert on_path == {0, 1, 4, 8, BONUS_KEY}
+    assert g.nodes[BONUS_KEY]["label"] == "␣explain"
+    assert list(g.predecessors(BONUS_KEY)) == [8]
+    assert g.nodes[1]["label"] == "␣am" and g.nodes[0]["kind"] == "root"
+    assert {g.nodes[n]["decision"] for n in (2, 3, 5, 6)} == {REJECTED}
+    assert {g.nodes[n]["decision"] for n in (7, 9)} == {NOT_REACHED}
+
+
+def test_tree_layout_children_right_of_parents():
+    g = viz.tree_graph(illustration()[0].cycles[1])
+    pos = viz.tree_layout(g)
+    for u, v in g.edges:
+        assert pos[v][0] == pos[u][0] + 1
+    assert len({p for p in pos.values()}) == len(pos)  # no two nodes on the same spot
+
+
+def test_tree_figure_traces_match_graph():
+    c = illustration()[0].cycles[0]
+    fig = viz.tree_figure(c)
+    markers = [t for t in fig.data if t.mode == "markers+text"]
+    assert sum(len(t.x) for t in markers) == viz.tree_graph(c).number_of_nodes()
+    by_name = {t.name.split(" ")[0]: t for t in markers}
+    assert list(by_name["accepted"].text) == ["␣am", "␣going", "␣to"]
+    assert list(by_name["bonus"].text) == ["␣explain"]
+    assert len(by_name["rejected"].text) == 4 and len(by_name["never"].text) == 2
+    assert "q (draft) = 0.620" in by_name["accepted"].hovertext[0]
+    assert "Cycle 1" in fig.layout.title.text
+
+
+def test_vanilla_cycle_is_root_plus_bonus():
+    c = vanilla_cycle()
+    g = viz.tree_graph(c)
+    assert (g.number_of_nodes(), g.number_of_edges()) == (2, 1)
+    viz.tree_figure(c), viz.mask_figure(c)
+    assert len(viz.probs_figure(c).data) == 1  # just the bonus bar
+
+
+def test_medusa_cartesian_tree_without_bonus():
+    g = viz.tree_graph(cartesian_tree_cycle(), show_bonus=False)
+    assert (g.number_of_nodes(), g.number_of_edges()) == (1 + 3 + 9, 12)
+    labels = {a["label"] for _, a in g.nodes(data=True)}
+    assert {"␣am", "␣begin"} <= labels
+
+
+def test_mask_is_ancestor_closed():
+    c = illustration()[0].cycles[0]
+    z = viz.mask_figure(c).data[0].z
+    n = len(c.nodes)
+    assert len(z) == n and all(len(r) == n for r in z)
+    for i, node in enumerate(c.nodes):
+        assert z[i][i] == 1 and z[i][0] == 1  # itself and the root
+        for j in range(n):
+            assert z[i][j] == 0 or j <= i
+    assert z[8] == [1, 1, 0, 0, 1, 0, 0, 0, 1, 0]  # " to" sees root, " am", " going", itself
+
+
+def test_probs_figure_greedy_and_sampled():
+    c = illustration()[0].cycles[0]
+    fig = viz.probs_figure(c)
+    tested = viz.tested_nodes(c)
+    assert len(tested) == 7  # 3 at the root, 3 under " am", 1 under " going"
+    p_bar = fig.data[0]
+    assert list(p_bar.y) == [n.p for n in tested]
+    assert p_bar.x[0].startswith("✓ ␣am") and p_bar.x[1].startswith("✗ ␣always")
+    s = viz.probs_figure(sampled_cycle())
+    draws = [t for t in s.data if t.name == "draw u"]
+    assert len(draws) == 1 and len(draws[0].y) == 7
+
+
+def test_charts():
+    eagle, vanilla = illustration()
+    rows = viz.acceptance_by_depth(eagle.cycles)
+    assert rows[0] == (1, 3, 4)  # depth 1: accepted in cycles 1, 2, 4 of 4
+    fig = viz.accepted_length_figure(eagle.cycles, selected=1)
+    assert list(fig.data[0].y) == [3, 3, 0, 4] and "τ = 3.50" in fig.layout.title.text
+    assert len(viz.timing_figure(eagle, vanilla).data) == 4
+    viz.acceptance_by_depth_figure([vanilla_cycle()])  # no drafts: a message, not a crash
+
+
+def test_text_html_colours_escapes_and_keeps_newlines():
+    eagle, _ = illustration()
+    html = viz.colored_text_html(eagle.cycles, selected=1)
+    assert html.count("class='eg-cyc") == 4 and html.count("eg-sel") == 2  # one in CSS, one selected
+    assert html.count("<span class='eg-bonus'>") == 4 + 1  # + the legend
+    assert "<span class='eg-prefill'>I</span>" in html
+    c = chain_cycle()
+    assert viz.token_pieces(c) == [(" f", "draft"), ("(", "draft"), ("\n", "bonus")]
+    evil = vanilla_cycle(text="<script>alert(1)</script>\n  indented")
+    out = viz.colored_text_html([evil])
+    assert "<script>alert" not in out and "&lt;script&gt;" in out and "\n  indented" in out
+
+
+def test_token_pieces_falls_back_when_bytes_split():
+    c = vanilla_cycle(text="\ufffd")
+    from dataclasses import replace
+    c = replace(c, committed_text="长")  # the token text alone is half a character
+    assert viz.token_pieces(c) == [("长", "bonus")]
+
+
+def test_caption_and_comparison():
+    eagle, vanilla = illustration()
+    cap = viz.cycle_caption(eagle.cycles[0], 4)
+    assert "Cycle 1 of 4" in cap and "**9**" in cap and "“␣explain”" in cap and "**4** tokens" in cap
+    assert "exactly one" in viz.cycle_caption(vanilla_cycle())
+    cmp = viz.comparison_html(eagle, vanilla)
+    assert "✓ identical" in cmp and "speedup" in cmp
+    assert "animation-delay" in viz.replay_html(eagle, vanilla)
+
+
+def test_bundle_round_trip():
+    eagle, vanilla = illustration()
+    e2, v2 = viz.bundle_from_json(viz.bundle_to_json(eagle, vanilla, title="t"))
+    assert e2 == eagle and v2 == vanilla
+    single = json.dumps(run_to_dict(vanilla))
+    assert viz.bundle_from_json(single) == (None, vanilla)
+
+
+def _bad(mutate):
+    d = run_to_dict(illustration()[0])
+    mutate(d)
+    return json.dumps(d)
+
+
+@pytest.mark.parametrize("text", [
+    "", "not json", "[]", "{}", '{"kind": "eagle-explainer/comparison", "runs": {}}',
+    _bad(lambda d: d.update(trace_version=99)),
+    _bad(lambda d: d["cycles"].append(1)),
+    _bad(lambda d: d["cycles"][0].update(nodes=None)),
+    _bad(lambda d: d["cycles"][0]["nodes"][3].update(parent=42)),
+    _bad(lambda d: d["cycles"][0].update(accepted=[0, 7])),
+    _bad(lambda d: d["cycles"][0]["nodes"][1].update(decision="maybe")),
+    _bad(lambda d: d["cycles"][0]["nodes"][1].update(q="high")),
+    _bad(lambda d: d["summary"].update(text=5)),
+])
+def test_malformed_traces_raise_value_error(text):
+    with pytest.raises(ValueError):
+        viz.bundle_from_json(text)
+
+
+def test_token_label():
+    assert viz.token_label(" hello") == "␣hello" and viz.token_label("\n") == "↵"
+    assert viz.token_label("  ") == "␣␣" and viz.token_label("x" * 40).endswith("…")

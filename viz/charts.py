@@ -1,0 +1,88 @@
+"""Whole-run charts: accepted length per cycle, acceptance by depth, and where the time went."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from eagle_core.trace import CycleRecord, Run
+
+from .style import BLUE, BONUS, GREEN, GREY, SKY, base_layout, empty_figure
+
+
+def accepted_length_figure(cycles: list[CycleRecord] | tuple, selected: int | None = None) -> go.Figure:
+    """Stacked bars per cycle: accepted drafts + the bonus token; the dashed line is tau so far."""
+    if not cycles:
+        return empty_figure("Accepted length per cycle appears here once a run starts.", height=320)
+    steps = [c.step + 1 for c in cycles]
+    acc = [c.accepted_drafts for c in cycles]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=steps, y=acc, name="accepted drafts", marker=dict(color=GREEN),
+                         hovertemplate="cycle %{x}: %{y} accepted drafts<extra></extra>"))
+    fig.add_trace(go.Bar(x=steps, y=[1] * len(steps), name="bonus token",
+                         marker=dict(color=BONUS, pattern=dict(shape=".", fgcolor="white", size=5)),
+                         hovertemplate="cycle %{x}: +1 bonus<extra></extra>"))
+    running, total = [], 0
+    for i, a in enumerate(acc):
+        total += a + 1
+        running.append(total / (i + 1))
+    fig.add_trace(go.Scatter(x=steps, y=running, name="τ so far (tokens per target pass)", mode="lines",
+                             line=dict(color="#1f2430", width=3, dash="dash")))
+    if selected is not None and 0 <= selected < len(cycles):
+        fig.add_vline(x=cycles[selected].step + 1, line=dict(color="#444", width=2, dash="dot"))
+    tau = running[-1]
+    base_layout(fig, f"Tokens per cycle · τ = {tau:.2f}", height=330, barmode="stack", bargap=0.15)
+    fig.update_xaxes(title="cycle (one target forward each)", title_font=dict(size=15))
+    fig.update_yaxes(title="tokens", gridcolor="#eee", rangemode="tozero", dtick=1 if max(acc) < 8 else None)
+    return fig
+
+
+def acceptance_by_depth(cycles) -> list[tuple[int, int, int]]:
+    """[(depth, cycles whose accepted path reached it, cycles whose tree had that depth)]."""
+    out = []
+    max_depth = max((n.depth for c in cycles for n in c.nodes), default=0)
+    for d in range(1, max_depth + 1):
+        had = sum(1 for c in cycles if any(n.depth == d for n in c.nodes))
+        reached = sum(1 for c in cycles if len(c.accepted) > d)
+        out.append((d, reached, had))
+    return out
+
+
+def acceptance_by_depth_figure(cycles) -> go.Figure:
+    rows = acceptance_by_depth(cycles)
+    if not rows:
+        return empty_figure("Acceptance by depth needs drafted tokens (vanilla drafts none).", height=320)
+    rates = [r / h if h else 0 for _, r, h in rows]
+    fig = go.Figure(go.Bar(
+        x=[f"depth {d}" for d, _, _ in rows], y=rates, marker=dict(color=GREEN),
+        text=[f"{r}/{h}" for _, r, h in rows], textposition="outside", cliponaxis=False,
+        hovertemplate="%{x}: the accepted path reached it in %{text} cycles<extra></extra>"))
+    base_layout(fig, "How deep the accepted path reaches", height=330)
+    fig.update_yaxes(range=[0, 1.15], tickformat=".0%", title="share of cycles", gridcolor="#eee")
+    return fig
+
+
+def timing_figure(eagle: Run | None, vanilla: Run | None) -> go.Figure:
+    """Horizontal stacked bars: prefill, drafting, verification, other, per method."""
+    runs = [(label, r) for label, r in (("vanilla", vanilla), ("EAGLE", eagle)) if r is not None]
+    if not runs:
+        return empty_figure("Timings appear after a run.", height=260)
+    parts = [("prefill", GREY, ""), ("drafting (EAGLE head)", SKY, "/"), ("verification (target)", BLUE, ""),
+             ("other", "#d0d0d0", "x")]
+    fig = go.Figure()
+    for name, colour, pattern in parts:
+        vals = []
+        for _, r in runs:
+            s = r.summary
+            pre = s.prefill_ms / 1e3
+            vals.append({"prefill": pre, "drafting (EAGLE head)": s.draft_s, "verification (target)": s.verify_s,
+                         "other": max(0.0, s.wall_s - pre - s.draft_s - s.verify_s)}[name])
+        fig.add_trace(go.Bar(y=[f"{label}  " for label, _ in runs], x=vals, orientation="h", name=name,
+                             marker=dict(color=colour, pattern=dict(shape=pattern, fgcolor="white")),
+                             hovertemplate=name + ": %{x:.2f} s<extra></extra>"))
+    for label, r in runs:
+        s = r.summary
+        fig.add_annotation(x=s.wall_s, y=f"{label}  ", text=f"  {s.wall_s:.2f} s · {s.tokens_per_s:.1f} tok/s",
+                           showarrow=False, xanchor="left", font=dict(size=15))
+    longest = max(r.summary.wall_s for _, r in runs)
+    base_layout(fig, "Where the time went", height=260, barmode="stack")
+    fig.update_xaxes(title="seconds", range=[0, longest * 1.45 + 1e-6], gridcolor="#eee")
+    return fig

@@ -1,0 +1,78 @@
+"""The Learn tab's text: the algorithm in plain words, and a glossary."""
+
+INTRO = """
+### Why decoding is slow, and the speculative trick
+A language model writes one token per forward pass, and at batch size 1 each pass is limited by
+reading all the weights, not by arithmetic: the chip mostly waits. **Speculative decoding** lets
+a cheap *drafter* guess several tokens ahead, then the big *target* model checks all the guesses
+in **one** forward pass. If the drafter guessed `a` tokens right, that one pass yields `a + 1`
+tokens: the `a` accepted drafts plus the target's own next token, the **bonus token**.
+"""
+
+FEATURES = """
+### EAGLE drafts features, not tokens
+EAGLE's drafter is one small transformer layer (the *auto-regression head*) that predicts the
+target's next **feature** — its second-to-top-layer hidden state — instead of the next token.
+The target's own frozen LM head turns each predicted feature into token probabilities `q`.
+
+**The one-token shift.** The head's input at step *t* is the feature `f_t` *together with the
+embedding of the token actually sampled next*, `x_{t+1}`. Features are smooth and easy to
+extrapolate, but they do not say *which* token was sampled from them ("I am" or "I always"?).
+Feeding the sampled token removes that uncertainty; Medusa's heads, which see `f_t` only,
+cannot know it.
+"""
+
+TREE = """
+### Trees, and tree attention
+Instead of one guess per position, EAGLE drafts a **tree** of alternatives. **EAGLE-1** uses a
+fixed tree shape (25 nodes). **EAGLE-2** grows the tree from the head's confidence: at each of
+`depth` steps it expands the `top_k` most likely paths (score = sum of log q along the path),
+then keeps the best `total tokens` nodes overall. Confident contexts get deep, narrow trees;
+uncertain ones get wide, shallow ones.
+
+The whole tree goes through the target in a single forward pass. The **tree-attention mask**
+(the small heatmap) lets each node see the committed text plus its own ancestors only, so
+siblings never see each other, and each node sits at position *context length + depth*.
+"""
+
+VERIFY = """
+### Verification, and why the output is unchanged ("lossless")
+- **Greedy** (temperature 0): walk down from the root; a child is accepted only if it *is* the
+  target's top token there. The result is therefore token-for-token the text vanilla greedy
+  decoding would write — the comparison panel checks this on every run.
+- **Sampling**: at each node, child `c` is accepted with probability `p(c)`; after a rejection
+  its probability is set to 0 and the rest renormalised (the *residual*) before the next
+  sibling is tried; if all fail, the bonus is sampled from what is left. For sampled drafts the
+  classic rule accepts `x` with probability `min(1, p(x)/q(x))` and otherwise samples from
+  `norm(max(0, p − q))`. Summing both branches gives exactly `p(x)`: every token still follows
+  the target's distribution.
+"""
+
+OTHERS = """
+### How EAGLE differs from the others
+- **Classic speculative sampling** drafts with a separate small LLM: it needs one of the same
+  family, and its guesses come from a different model.
+- **Medusa** adds heads that guess tokens t+2, t+3… from the last feature alone and combines
+  their top-k choices as a **Cartesian product** (figure): the heads never see each other's
+  choice, so the tree contains nonsense paths such as *“I am begin”*.
+- **Prompt lookup** copies n-grams from the prompt: excellent for edits and summaries that
+  repeat the input, useless for original writing.
+- **EAGLE** uses the target's own features plus the sampled token, so its drafts are both
+  cheap and context-aware; published results reach τ ≈ 4 and 2–3× speedups on GPUs.
+"""
+
+GLOSSARY = """
+### Glossary
+| term | meaning |
+|---|---|
+| **τ (tau)**, mean accepted length | tokens committed per target forward pass, bonus included; vanilla = 1.00 |
+| **acceptance rate** | share of tested draft tokens the target accepted (the depth chart shows it per level) |
+| **bonus token** | the target's own token after the accepted path; every cycle yields at least this one |
+| **speedup** | tokens/s of EAGLE ÷ tokens/s of vanilla, same prompt, same machine, one after the other |
+| **p, q** | target probability, draft probability of a token |
+| **cycle** | one draft → verify → accept step (one target forward) |
+
+*On this app's CPU a cycle costs about two single-token target passes plus drafting, so EAGLE
+only wins when τ is well above 2. With the untrained fallback head τ ≈ 1: the output is still
+exactly right, just not faster.*
+"""

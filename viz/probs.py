@@ -1,0 +1,75 @@
+"""Target probability p beside draft probability q for every token the target tested in one
+cycle, with the acceptance rule drawn on top:
+
+  greedy      a child is accepted iff it is the target's argmax at its parent
+  point_mass  sampled tree of top-k drafts: accept child c if u < p(c) / (mass left after the
+              siblings already rejected), i.e. the residual distribution after each rejection
+  ratio       classic speculative sampling: accept if u < min(1, p/q)
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from eagle_core.trace import ACCEPTED, CycleRecord
+
+from .style import BLUE, BONUS, INK, SKY, VERMILLION, GREEN, base_layout, empty_figure, fmt_p, token_label
+
+RULE_TITLES = {
+    "greedy": "greedy rule: accept a draft iff it is the target's top token",
+    "point_mass": "sampling rule: accept if the draw u < p (renormalised after rejected siblings)",
+    "ratio": "speculative sampling: accept if the draw u < min(1, p/q)",
+}
+
+
+def tested_nodes(cycle: CycleRecord):
+    """Draft nodes the target actually checked, in verification order."""
+    return [n for n in cycle.nodes[1:] if n.p is not None]
+
+
+def probs_figure(cycle: CycleRecord) -> go.Figure:
+    nodes = tested_nodes(cycle)
+    if not nodes and cycle.bonus_p is None:
+        return empty_figure("No drafted tokens this cycle (vanilla decoding): the target picks the next token alone.")
+    parents = {n.index: cycle.nodes[n.parent] for n in nodes}
+    marks = ["✓ accepted" if n.decision == ACCEPTED else "✗ rejected" for n in nodes]
+    xs = [f"{m[0]} {token_label(n.text, 10)}<br><sup>after {token_label(parents[n.index].text, 8)}</sup>"
+          for n, m in zip(nodes, marks)]
+    fig = go.Figure()
+    if nodes:
+        fig.add_trace(go.Bar(x=xs, y=[n.p for n in nodes], name="p  target", marker=dict(color=BLUE),
+                             text=[fmt_p(n.p) for n in nodes], textposition="outside", cliponaxis=False,
+                             hovertext=[f"{n.text!r}: target p = {fmt_p(n.p)} · {m}" for n, m in zip(nodes, marks)],
+                             hoverinfo="text"))
+        fig.add_trace(go.Bar(x=xs, y=[n.q for n in nodes], name="q  draft (EAGLE head)",
+                             marker=dict(color=SKY, pattern=dict(shape="/", fgcolor="white", size=8)),
+                             text=[fmt_p(n.q) for n in nodes], textposition="outside", cliponaxis=False,
+                             hovertext=[f"{n.text!r}: draft q = {fmt_p(n.q)}" for n in nodes], hoverinfo="text"))
+    if cycle.bonus_p is not None:
+        bx = f"★ {token_label(cycle.bonus_text, 10)}<br><sup>bonus</sup>"
+        xs = xs + [bx]
+        fig.add_trace(go.Bar(x=[bx], y=[cycle.bonus_p], name="p of the bonus token", text=[fmt_p(cycle.bonus_p)],
+                             textposition="outside", cliponaxis=False,
+                             marker=dict(color=BONUS, pattern=dict(shape=".", fgcolor="white", size=6)),
+                             hovertext=[f"bonus {cycle.bonus_text!r}: the target's own token, p = {fmt_p(cycle.bonus_p)}"],
+                             hoverinfo="text"))
+    sampled = [n for n in nodes if n.u is not None]
+    if sampled:
+        fig.add_trace(go.Scatter(
+            x=[xs[nodes.index(n)] for n in sampled], y=[n.p_test for n in sampled], mode="markers",
+            name="threshold (p renormalised)" if cycle.rule == "point_mass" else "threshold min(1, p/q)",
+            marker=dict(symbol="line-ew", size=44, line=dict(width=4, color=INK)),
+            hovertext=[f"accept if u < {fmt_p(n.p_test)}" for n in sampled], hoverinfo="text"))
+        fig.add_trace(go.Scatter(
+            x=[xs[nodes.index(n)] for n in sampled], y=[n.u for n in sampled], mode="markers", name="draw u",
+            marker=dict(symbol="diamond", size=15, color=[GREEN if n.decision == ACCEPTED else VERMILLION for n in sampled],
+                        line=dict(width=1.5, color=INK)),
+            hovertext=[f"u = {n.u:.3f} {'<' if n.decision == ACCEPTED else '≥'} {fmt_p(n.p_test)} → "
+                       f"{n.decision}" for n in sampled], hoverinfo="text"))
+    base_layout(fig, f"Cycle {cycle.step + 1} · {RULE_TITLES.get(cycle.rule, cycle.rule)}", height=430,
+                barmode="group", bargap=0.25)
+    fig.update_yaxes(range=[0, 1.12], title="probability", gridcolor="#eee", tickformat=".1f")
+    fig.update_xaxes(type="category", tickfont=dict(size=14))
+    fig.update_layout(margin=dict(l=60, r=20, t=80, b=60))
+    if len(xs) > 14:
+        fig.update_xaxes(tickangle=-45)
+    return fig

@@ -1,0 +1,168 @@
+"""HTML for the generated text (tokens coloured by origin, cycle boundaries drawn), the
+one-paragraph caption of a cycle, the side-by-side numbers and the paced replay.
+
+Everything is self-contained HTML (its own <style>), escaped, and keeps whitespace as typed
+(`white-space: pre-wrap`), so code and newlines survive.
+"""
+from __future__ import annotations
+
+import html
+
+from eagle_core.trace import ACCEPTED, REJECTED, CycleRecord, Run
+
+from .style import token_label
+
+CSS = """<style>
+.eg-text{white-space:pre-wrap;font-family:ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace;font-size:18px;
+ line-height:2.0;color:#1f2430;background:#fff;padding:14px 16px;border:1px solid #d9dce3;border-radius:10px;
+ max-height:460px;overflow-y:auto;word-break:break-word}
+.eg-cyc{border-left:2px solid #7a7f8c;padding-left:1px;margin-left:1px}
+.eg-cyc.eg-sel{outline:3px solid #1f2430;outline-offset:1px;border-radius:3px}
+.eg-prefill{background:#e8eaef;border-bottom:3px solid #7a7f8c}
+.eg-draft{background:#d3f1e6;border-bottom:3px solid #009E73}
+.eg-bonus{background:#fde8c6;border-bottom:3px dotted #b36b00}
+.eg-mixed{background:#eef3d6;border-bottom:3px double #6b7d00}
+.eg-legend{font-family:system-ui,sans-serif;font-size:15px;margin:4px 0 8px;display:flex;gap:16px;flex-wrap:wrap;color:#1f2430}
+.eg-legend span span{padding:0 4px}
+.eg-empty{color:#667;font-family:system-ui,sans-serif;font-size:17px}
+.eg-cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:10px;font-family:system-ui,sans-serif}
+.eg-card{border:1px solid #d9dce3;border-radius:10px;padding:10px 12px;background:#fafbfc;color:#1f2430}
+.eg-card b{display:block;font-size:26px}
+.eg-card small{font-size:14px;color:#555}
+.eg-replay{display:grid;grid-template-columns:1fr 1fr;gap:14px}
+.eg-replay h4{margin:0 0 6px;font-family:system-ui,sans-serif;font-size:17px;color:#1f2430}
+.eg-bar{height:8px;background:#e8eaef;border-radius:4px;overflow:hidden;margin-bottom:6px}
+.eg-bar div{height:100%;width:0;background:#0072B2;animation-name:eg-grow;animation-timing-function:linear;animation-fill-mode:forwards}
+.eg-chunk{opacity:0;animation-name:eg-appear;animation-duration:.05s;animation-fill-mode:forwards}
+@keyframes eg-appear{to{opacity:1}}
+@keyframes eg-grow{to{width:100%}}
+</style>"""
+
+LEGEND = ("<div class='eg-legend' aria-label='legend'>"
+          "<span><span class='eg-draft'>draft ✓</span> drafted by EAGLE, accepted by the target</span>"
+          "<span><span class='eg-bonus'>bonus ★</span> the target's own token (one per cycle)</span>"
+          "<span><span class='eg-prefill'>first</span> from the prompt pass</span>"
+          "<span>│ = start of a draft/verify cycle</span></div>")
+
+
+def token_pieces(cycle: CycleRecord) -> list[tuple[str, str]]:
+    """[(text, kind)] for what this cycle added; kind is prefill / draft / bonus / mixed.
+
+    Falls back to one piece when per-token texts do not add up to the committed text (a
+    multi-byte character split across tokens, or text held back for the next cycle)."""
+    texts = [(cycle.nodes[i].text, "draft") for i in cycle.accepted[1:]] + [(cycle.bonus_text, "bonus")]
+    texts = texts[:len(cycle.committed_ids)]
+    if cycle.step == 0 and cycle.nodes:
+        texts = [(cycle.nodes[0].text, "prefill")] + texts
+    if "".join(t for t, _ in texts) == cycle.committed_text:
+        return [(t, k) for t, k in texts if t]
+    if not cycle.committed_text:
+        return []
+    return [(cycle.committed_text, "bonus" if cycle.accepted_drafts == 0 else "mixed")]
+
+
+def colored_text_html(cycles, selected: int | None = None, placeholder: str = "") -> str:
+    if not cycles:
+        return CSS + f"<div class='eg-empty'>{html.escape(placeholder or 'The generated text appears here.')}</div>"
+    out = [CSS, LEGEND, "<div class='eg-text' role='log' aria-live='polite'>"]
+    for c in cycles:
+        sel = " eg-sel" if selected is not None and c.step == selected else ""
+        title = f"cycle {c.step + 1}: {c.accepted_drafts} accepted draft(s) + bonus"
+        out.append(f"<span class='eg-cyc{sel}' title='{html.escape(title)}' aria-label='{html.escape(title)}'>")
+        for text, kind in token_pieces(c):
+            out.append(f"<span class='eg-{kind}'>{html.escape(text)}</span>")
+        out.append("</span>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def _quote(texts) -> str:
+    return ", ".join(f"“{token_label(t, 16)}”" for t in texts)
+
+
+def cycle_caption(cycle: CycleRecord, total: int | None = None) -> str:
+    """One paragraph (Markdown) of what happened in this cycle."""
+    head = f"**Cycle {cycle.step + 1}{f' of {total}' if total else ''}**"
+    n_draft = len(cycle.nodes) - 1
+    bonus = f"“{token_label(cycle.bonus_text, 16)}”"
+    if n_draft == 0:
+        return (f"{head} · vanilla: no drafts, so one target forward ({cycle.verify_ms:.0f} ms) produced exactly one "
+                f"token, {bonus}.")
+    depth = max(n.depth for n in cycle.nodes)
+    acc = [cycle.nodes[i] for i in cycle.accepted[1:]]
+    rej = [n for n in cycle.nodes if n.decision == REJECTED]
+    unreached = sum(1 for n in cycle.nodes[1:] if n.decision not in (ACCEPTED, REJECTED))
+    s = (f"{head} · The EAGLE head drafted **{n_draft}** token{'s' if n_draft > 1 else ''} in a tree {depth} deep "
+         f"({cycle.draft_ms:.0f} ms). The target checked the whole tree in **one** forward pass "
+         f"({cycle.verify_ms:.0f} ms) using the tree-attention mask. ")
+    why = {"greedy": "each matched the target's own top choice",
+           "point_mass": "each passed its random draw u < p",
+           "ratio": "each passed its draw u < min(1, p/q)"}.get(cycle.rule, "")
+    if acc:
+        s += f"It accepted {_quote(n.text for n in acc)} ({why}). "
+    else:
+        s += "It accepted none of the drafts: the head's guesses all missed. "
+    if rej:
+        shown = rej[:4]
+        s += f"Rejected: {_quote(n.text for n in shown)}{' and more' if len(rej) > 4 else ''}"
+        s += f"; {unreached} deeper draft{'s were' if unreached != 1 else ' was'} never reached. " if unreached else ". "
+    s += (f"After the accepted path the target adds its own **bonus** token {bonus}, so this cycle committed "
+          f"**{len(acc) + 1}** token{'s' if acc else ''} for one target pass")
+    s += " (vanilla would have produced 1)." if acc else " — no gain over vanilla, but nothing lost either."
+    return s
+
+
+def _card(value: str, label: str) -> str:
+    return f"<div class='eg-card'><b>{html.escape(value)}</b><small>{html.escape(label)}</small></div>"
+
+
+def comparison_html(eagle: Run | None, vanilla: Run | None) -> str:
+    """Cards: tokens/s, wall time, speedup, tau, draft vs verify, identical outputs."""
+    if eagle is None and vanilla is None:
+        return CSS + "<div class='eg-empty'>Run Generate to compare EAGLE with vanilla decoding.</div>"
+    cards = []
+    e, v = (eagle.summary if eagle else None), (vanilla.summary if vanilla else None)
+    if e:
+        cards += [_card(f"{e.tokens_per_s:.1f}", "EAGLE tokens/s"), _card(f"{e.wall_s:.2f} s", "EAGLE wall time"),
+                  _card(f"{e.tau:.2f}", "τ: tokens per target pass"),
+                  _card(f"{e.draft_s * 1e3:.0f} / {e.verify_s * 1e3:.0f} ms", "EAGLE draft / verify time")]
+    if v:
+        cards += [_card(f"{v.tokens_per_s:.1f}", "vanilla tokens/s"), _card(f"{v.wall_s:.2f} s", "vanilla wall time")]
+    if e and v and v.tokens_per_s > 0:
+        cards.append(_card(f"{e.tokens_per_s / v.tokens_per_s:.2f}×", "speedup (tokens/s ratio)"))
+        same = tuple(e.token_ids) == tuple(v.token_ids)
+        greedy = float((e.settings or {}).get("temperature", 0.0) or 0.0) == 0.0
+        if same:
+            cards.append(_card("✓ identical", "outputs, token for token"))
+        elif greedy:
+            cards.append(_card("✗ differ", "outputs (unexpected at temperature 0)"))
+        else:
+            cards.append(_card("≠ differ", "sampled: both follow the target's distribution"))
+    return CSS + "<div class='eg-cards'>" + "".join(cards) + "</div>"
+
+
+def _timed_chunks(run: Run) -> list[tuple[float, str]]:
+    t = run.summary.prefill_ms / 1e3
+    out = []
+    for c in run.cycles:
+        t += (c.draft_ms + c.verify_ms) / 1e3
+        out.append((t, c.committed_text))
+    return out
+
+
+def replay_html(eagle: Run | None, vanilla: Run | None, nonce: int = 0, speed: float = 1.0) -> str:
+    """Both texts appearing at their measured pace (CSS animations; `nonce` restarts them)."""
+    panels = []
+    for label, run in (("EAGLE", eagle), ("vanilla", vanilla)):
+        if run is None:
+            continue
+        chunks = _timed_chunks(run)
+        total = chunks[-1][0] if chunks else 0.0
+        body = "".join(f"<span class='eg-chunk' style='animation-delay:{t / speed:.3f}s'>{html.escape(text)}</span>"
+                       for t, text in chunks)
+        panels.append(f"<div><h4>{label} · {total:.2f} s</h4><div class='eg-bar'><div style='animation-duration:"
+                      f"{max(total / speed, 0.01):.3f}s'></div></div><div class='eg-text' style='max-height:300px'>"
+                      f"{body}</div></div>")
+    if not panels:
+        return CSS + "<div class='eg-empty'>The paced replay appears after a run.</div>"
+    return CSS + f"<div class='eg-replay' data-nonce='{nonce}'>" + "".join(panels) + "</div>"

@@ -1,0 +1,159 @@
+"""The draft tree of one cycle, and its tree-attention mask.
+
+`tree_graph` turns a CycleRecord into a networkx DiGraph (tests count its nodes and edges);
+`tree_figure` draws that graph left to right like text: depth on the x axis, siblings stacked
+in draft-rank order. The accepted path is a thick solid line, rejected branches are dashed,
+branches the target never reached are dotted and grey, and the bonus token (the target's own
+token after the accepted path) is a star.
+"""
+from __future__ import annotations
+
+import networkx as nx
+import plotly.graph_objects as go
+
+from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord
+from eagle_core.tree import ancestor_mask
+
+from .style import BLUE, BONUS, BONUS_NAME, DECISION_STYLE, ROOT_NAME, base_layout, fmt_p, token_label
+
+BONUS_KEY = "bonus"  # the graph key of the bonus node (draft nodes are keyed by their index)
+
+
+def tree_graph(cycle: CycleRecord, show_bonus: bool = True) -> nx.DiGraph:
+    """Draft nodes (keyed by index) plus the bonus node, edges parent -> child.
+
+    Node attributes: label, text, depth, kind ("root" / "draft" / "bonus"), decision, q, p,
+    score, u, p_test, on_path (True on the accepted path and for the bonus).
+    """
+    g = nx.DiGraph()
+    on_path = set(cycle.accepted)
+    for n in cycle.nodes:
+        g.add_node(n.index, label=token_label(n.text), text=n.text, token_id=n.token_id, depth=n.depth,
+                   kind="root" if n.parent < 0 else "draft", decision=n.decision, q=n.q, p=n.p, score=n.score,
+                   u=n.u, p_test=n.p_test, on_path=n.index in on_path)
+        if n.parent >= 0:
+            g.add_edge(n.parent, n.index, decision=n.decision, on_path=n.index in on_path)
+    if not show_bonus:
+        return g
+    last = cycle.accepted[-1] if cycle.accepted else 0
+    depth = cycle.nodes[last].depth + 1 if cycle.nodes else 1
+    g.add_node(BONUS_KEY, label=token_label(cycle.bonus_text), text=cycle.bonus_text, token_id=cycle.bonus_token_id,
+               depth=depth, kind="bonus", decision=ACCEPTED, q=None, p=cycle.bonus_p, score=None, u=None,
+               p_test=None, on_path=True)
+    if last in g:
+        g.add_edge(last, BONUS_KEY, decision="bonus", on_path=True)
+    return g
+
+
+def tree_layout(g: nx.DiGraph) -> dict:
+    """(x, y) per node: x = depth, leaves stacked top to bottom in child order, parents centred."""
+    pos, next_row = {}, [0]
+
+    def place(node):
+        kids = sorted(g.successors(node), key=lambda k: (k == BONUS_KEY, k if k != BONUS_KEY else 0))
+        if not kids:
+            y = -next_row[0]
+            next_row[0] += 1
+        else:
+            ys = [place(k) for k in kids]
+            y = (min(ys) + max(ys)) / 2
+        pos[node] = (g.nodes[node]["depth"], y)
+        return y
+
+    roots = [n for n in g.nodes if g.in_degree(n) == 0]
+    for r in roots:
+        place(r)
+    return pos
+
+
+def _hover(a: dict) -> str:
+    if a["kind"] == "bonus":
+        return (f"<b>bonus token</b> {a['text']!r} (id {a['token_id']})<br>the target's own choice after the "
+                f"accepted path<br>p (target) = {fmt_p(a['p'])}")
+    if a["kind"] == "root":
+        return f"<b>root</b> {a['text']!r} (id {a['token_id']})<br>last committed token; every draft starts here"
+    lines = [f"<b>{a['text']!r}</b> (id {a['token_id']}), depth {a['depth']}",
+             f"decision: <b>{a['decision'].replace('_', ' ')}</b>",
+             f"q (draft) = {fmt_p(a['q'])}", f"p (target) = {fmt_p(a['p'])}",
+             f"cumulative score Σ log q = {a['score']:.2f}"]
+    if a["u"] is not None:
+        lines.append(f"draw u = {a['u']:.3f} vs {fmt_p(a['p_test'])}")
+    return "<br>".join(lines)
+
+
+def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool = True) -> go.Figure:
+    g = tree_graph(cycle, show_bonus)
+    pos = tree_layout(g)
+    fig = go.Figure()
+    path_edges = [(u, v) for u, v, d in g.edges(data=True) if d["on_path"]]
+    if path_edges:  # a soft halo under the accepted path, so it reads as one line
+        xs, ys = _segments(pos, path_edges)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color="rgba(0,158,115,0.18)", width=18),
+                                 hoverinfo="skip", showlegend=False))
+    for decision in (NOT_REACHED, REJECTED, ACCEPTED):
+        colour, _, dash, width, _ = DECISION_STYLE[decision]
+        edges = [(u, v) for u, v, d in g.edges(data=True) if d["decision"] == decision]
+        if edges:
+            xs, ys = _segments(pos, edges)
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=width, dash=dash),
+                                     hoverinfo="skip", showlegend=False))
+    bonus_edges = [(u, v) for u, v, d in g.edges(data=True) if d["decision"] == "bonus"]
+    if bonus_edges:
+        xs, ys = _segments(pos, bonus_edges)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=BONUS, width=4, dash="longdash"),
+                                 hoverinfo="skip", showlegend=False))
+    groups = [("root", None, BLUE, "square", ROOT_NAME)]
+    groups += [("draft", d, c, sym, name) for d, (c, sym, _, _, name) in DECISION_STYLE.items()]
+    groups.append(("bonus", None, BONUS, "star", BONUS_NAME))
+    for kind, decision, colour, symbol, name in groups:
+        nodes = [n for n, a in g.nodes(data=True) if a["kind"] == kind and (decision is None or a["decision"] == decision)]
+        if not nodes:
+            continue
+        big = kind in ("root", "bonus")
+        fig.add_trace(go.Scatter(
+            x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text", name=name,
+            text=[g.nodes[n]["label"] for n in nodes], textposition="middle right",
+            textfont=dict(size=16 if big or decision == ACCEPTED else 14,
+                          color="#1f2430" if decision != NOT_REACHED else "#777"),
+            marker=dict(symbol=symbol, size=22 if big else 15, color=colour,
+                        line=dict(width=2 if symbol != "x" else 0, color="white" if symbol != "circle-open" else colour)),
+            hovertext=[_hover(g.nodes[n]) for n in nodes], hoverinfo="text",
+        ))
+    n_rows = 1 + max((-y for _, y in pos.values()), default=0)
+    max_depth = max((x for x, _ in pos.values()), default=1)
+    acc = len(cycle.accepted) - 1
+    title = title or (f"Cycle {cycle.step + 1}: {len(cycle.nodes) - 1} drafted, {acc} accepted + 1 bonus "
+                      f"= {acc + 1} token{'s' if acc else ''}")
+    base_layout(fig, title, height=int(min(900, max(340, 34 * n_rows + 150))))
+    fig.update_xaxes(range=[-0.3, max_depth + 0.9], dtick=1, title="depth in the draft tree",
+                     showgrid=True, gridcolor="#eee", zeroline=False, title_font=dict(size=15))
+    fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.7, 0.7])
+    return fig
+
+
+def _segments(pos, edges):
+    xs, ys = [], []
+    for u, v in edges:
+        xs += [pos[u][0], pos[v][0], None]
+        ys += [pos[u][1], pos[v][1], None]
+    return xs, ys
+
+
+def mask_figure(cycle: CycleRecord) -> go.Figure:
+    """The (n x n) tree-attention mask of the verification forward, root included."""
+    parents = [n.parent for n in cycle.nodes]
+    m = ancestor_mask(parents).int().tolist()
+    on_path = set(cycle.accepted)
+    labels = [f"{'✓ ' if n.index in on_path else ''}{n.index} {token_label(n.text, 8)}" for n in cycle.nodes]
+    hover = [[f"{labels[i]} {'sees' if m[i][j] else 'does NOT see'} {labels[j]}" for j in range(len(m))]
+             for i in range(len(m))]
+    fig = go.Figure(go.Heatmap(z=m, x=labels, y=labels, colorscale=[[0, "#f1f1f1"], [1, BLUE]], zmin=0, zmax=1,
+                               showscale=False, xgap=1, ygap=1, hovertext=hover, hoverinfo="text"))
+    n = len(m)
+    base_layout(fig, f"Tree attention: row sees column<br><sup>(plus all {cycle.context_len} context tokens)</sup>",
+                height=int(min(560, max(300, 14 * n + 170))))
+    small = dict(size=max(9, min(14, int(260 / max(n, 1)))))
+    fig.update_xaxes(tickangle=-60, tickfont=small, showgrid=False, type="category")
+    fig.update_yaxes(autorange="reversed", tickfont=small, showgrid=False, type="category")
+    fig.update_layout(margin=dict(l=10, r=10, t=80, b=10))
+    return fig

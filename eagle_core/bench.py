@@ -1,0 +1,296 @@
+"""Benchmark harness: vanilla, transformers generate, prompt lookup and EAGLE, side by side.
+
+    python -m eagle_core.bench --prompts ../shared/data/eval/mt_bench_question.jsonl \
+        --max-new-tokens 128 --methods vanilla,hf,hf-pld,eagle --json-out bench.json
+
+Methods (all decode the SAME prompt ids — the engine's chat-template encoding — and stop on the
+same condition: the target's EOS ids or `max_new_tokens`, EOS itself not counted):
+
+  vanilla  the engine's own loop with no drafter (tau = 1 by construction)
+  hf       transformers `model.generate`, greedy or sampled
+  hf-pld   transformers prompt-lookup decoding (`prompt_lookup_num_tokens`)
+  eagle    the engine with an EAGLE head and the tree settings given (--depth, --tree-top-k, ...)
+
+Fairness: after a warm-up, the methods run interleaved per prompt (A B C A B C ...), so a drift
+in machine speed hits all of them alike. Each run is timed here, around the whole call, with the
+same clock for every method; on CUDA the harness synchronises before reading the clock (the
+engine itself never does). Aggregation, tables and charts live in `bench_report.py`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .config import DecodeSettings
+
+METHOD_NAMES = ("vanilla", "hf", "hf-pld", "eagle")
+# MT-bench's eight categories; Spec-Bench reports them together as "multi-turn conversation".
+MT_BENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    index: int
+    text: str
+    category: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timed generation of one method on one prompt."""
+
+    method: str
+    prompt_index: int
+    repeat: int
+    category: str
+    token_ids: tuple[int, ...]  # generated ids, EOS excluded
+    wall_s: float  # measured by the harness around the whole call (prefill included)
+    cycles: int  # target forwards after the prefill (draft/verify cycles)
+    tau: float | None  # tokens committed per cycle (engine) / per target forward after prefill (hf)
+    draft_s: float | None = None  # engine methods only (None for transformers generate)
+    verify_s: float | None = None
+    prefill_s: float | None = None
+    stop_reason: str = ""
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+def load_prompts(path: str, limit: int | None = None, merge_mt_bench: bool = False) -> list[Prompt]:
+    """JSONL with a `prompt` field, or `turns` (MT-bench / Spec-Bench: the first turn is used),
+    and an optional `category`."""
+    prompts = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            d = json.loads(line)
+            if "prompt" in d:
+                text = d["prompt"]
+            elif d.get("turns"):
+                text = d["turns"][0]
+            else:
+                raise ValueError(f"{path}:{line_no}: expected a 'prompt' or 'turns' field")
+            cat = str(d.get("category") or "all")
+            if merge_mt_bench and cat in MT_BENCH_CATEGORIES:
+                cat = "mt_bench"
+            prompts.append(Prompt(len(prompts), text, cat))
+            if limit is not None and len(prompts) >= limit:
+                break
+    if not prompts:
+        raise ValueError(f"{path}: no prompts")
+    return prompts
+
+
+def _sync(device: str) -> None:
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _strip_eos(ids: list[int], eos: set[int]) -> tuple[int, ...]:
+    for i, t in enumerate(ids):
+        if t in eos:
+            return tuple(ids[:i])
+    return tuple(ids)
+
+
+class Runner:
+    """Runs one method on one prompt and returns a Sample. Holds the model, shared by all methods."""
+
+    def __init__(self, target, engine, settings: DecodeSettings, eagle_method: str = "eagle2", pld_tokens: int = 10,
+                 pld_ngram: int = 2):
+        self.target, self.engine, self.settings = target, engine, settings
+        self.eagle_method, self.pld_tokens, self.pld_ngram = eagle_method, pld_tokens, pld_ngram
+        self.eos = list(target.eos_ids)
+        self._forwards = 0
+
+    def _count(self, *_):
+        self._forwards += 1
+
+    def run(self, method: str, prompt: Prompt, ids: list[int], repeat: int, seed: int,
+            max_new_tokens: int | None = None) -> Sample:
+        n = max_new_tokens or self.settings.max_new_tokens
+        if method in ("vanilla", "eagle"):
+            return self._engine(method, prompt, repeat, seed, n)
+        if method in ("hf", "hf-pld"):
+            return self._hf(method, prompt, ids, repeat, seed, n)
+        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHOD_NAMES)}")
+
+    def _engine(self, method, prompt, repeat, seed, n) -> Sample:
+        s = self.settings.with_(method="vanilla" if method == "vanilla" else self.eagle_method,
+                                max_new_tokens=n, seed=seed)
+        dev = self.target.device
+        _sync(dev)
+        t0 = time.perf_counter()
+        run = self.engine.run(prompt.text, s)
+        _sync(dev)
+        wall = time.perf_counter() - t0
+        r = run.summary
+        return Sample(method, prompt.index, repeat, prompt.category, tuple(r.token_ids), wall, r.cycles, r.tau,
+                      r.draft_s, r.verify_s, r.prefill_ms / 1e3, r.stop_reason)
+
+    def _hf(self, method, prompt, ids, repeat, seed, n) -> Sample:
+        s, dev = self.settings, self.target.device
+        kw = dict(max_new_tokens=n, eos_token_id=self.eos, pad_token_id=self.eos[0], do_sample=not s.greedy)
+        if not s.greedy:  # the same logits processing as the engine; top_k=0 turns off HF's default of 50
+            kw.update(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k)
+        if method == "hf-pld":
+            kw.update(prompt_lookup_num_tokens=self.pld_tokens, max_matching_ngram_size=self.pld_ngram)
+        x = torch.tensor([ids], device=dev)
+        torch.manual_seed(seed)
+        self._forwards = 0
+        hook = self.target.model.register_forward_hook(self._count)  # counts target forwards for tau
+        try:
+            _sync(dev)
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                out = self.target.model.generate(input_ids=x, attention_mask=torch.ones_like(x), **kw)
+            _sync(dev)
+            wall = time.perf_counter() - t0
+        finally:
+            hook.remove()
+        gen = out[0, len(ids):].tolist()
+        toks = _strip_eos(gen, set(self.eos))
+        cycles = max(self._forwards - 1, 0)
+        tau = (len(gen) - 1) / cycles if cycles else None  # tokens per forward after the prefill's first
+        stop = "eos" if len(toks) < len(gen) else "max_new_tokens"
+        return Sample(method, prompt.index, repeat, prompt.category, toks, wall, cycles, tau, stop_reason=stop)
+
+
+def run_benchmark(runner: Runner, prompts: list[Prompt], methods: list[str], repeats: int = 1,
+                  warmup: int = 1, seed: int = 0, log=None) -> list[Sample]:
+    """Warm up, then run every method on every prompt, interleaved: for each repeat, for each
+    prompt, all methods in turn. The seed depends on (prompt, repeat) only, never the method."""
+    encode = runner.target.encode_prompt
+    ids = {p.index: encode(p.text, runner.settings.chat_template) for p in prompts}
+    for p in prompts[:warmup]:
+        for m in methods:
+            runner.run(m, p, ids[p.index], -1, seed, max_new_tokens=min(16, runner.settings.max_new_tokens))
+    samples = []
+    for r in range(repeats):
+        for p in prompts:
+            line = []
+            for m in methods:
+                smp = runner.run(m, p, ids[p.index], r, seed + 1000 * r + p.index)
+                samples.append(smp)
+                line.append(f"{m} {smp.new_tokens / smp.wall_s:6.1f} tok/s")
+            if log:
+                log(f"[{r + 1}/{repeats}] prompt {p.index + 1}/{len(prompts)} ({p.category}): " + ", ".join(line))
+    return samples
+
+
+# ---------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--prompts", required=True, help="JSONL: 'prompt' or 'turns' (first turn used), optional 'category'")
+    ap.add_argument("--limit", type=int, default=None, help="use the first N prompts")
+    ap.add_argument("--merge-mt-bench", action="store_true",
+                    help="report MT-bench's eight categories as one 'mt_bench' category (Spec-Bench style)")
+    ap.add_argument("--methods", default="vanilla,hf,hf-pld,eagle", help=f"comma list of {','.join(METHOD_NAMES)}")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--top-k", type=int, default=0, help="0 = off")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=1, help="prompts run (16 tokens, every method) before timing")
+    ap.add_argument("--seed", type=int, default=0)
+    g = ap.add_argument_group("eagle")
+    g.add_argument("--head", default=None, help="head directory (default: the shipped head, else a random one)")
+    g.add_argument("--eagle-method", default="eagle2", choices=("eagle2", "eagle1", "chain"))
+    g.add_argument("--depth", type=int, default=DecodeSettings.depth)
+    g.add_argument("--tree-top-k", type=int, default=DecodeSettings.tree_top_k)
+    g.add_argument("--total-tokens", type=int, default=DecodeSettings.total_tokens)
+    g.add_argument("--chain-length", type=int, default=DecodeSettings.chain_length)
+    g = ap.add_argument_group("prompt lookup")
+    g.add_argument("--pld-tokens", type=int, default=10, help="prompt_lookup_num_tokens")
+    g.add_argument("--pld-ngram", type=int, default=2, help="max_matching_ngram_size")
+    g = ap.add_argument_group("machine and output")
+    g.add_argument("--model", default=None, help="target model (default: the embedded SmolLM2-135M-Instruct)")
+    g.add_argument("--device", default=None)
+    g.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    g.add_argument("--json-out", default=None)
+    g.add_argument("--md-out", default=None)
+    g.add_argument("--png-out", default=None)
+    g.add_argument("--update-doc", default=None, metavar="MD",
+                   help="also write the table into MD between <!-- BLOCK:begin/end --> markers")
+    g.add_argument("--doc-block", default="bench", metavar="BLOCK", help="marker name for --update-doc")
+    g.add_argument("--save-tokens", action="store_true", help="keep every run's token ids in the JSON")
+    g.add_argument("--quiet", action="store_true")
+    return ap
+
+
+def main(argv=None) -> dict:
+    from . import Engine, load_default_head, load_target
+    from .bench_report import machine_info, render_markdown, render_png, replace_block, summarize
+
+    args = build_parser().parse_args(argv)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    bad = [m for m in methods if m not in METHOD_NAMES]
+    if bad or not methods or len(set(methods)) != len(methods):
+        sys.exit(f"--methods: use distinct names from {', '.join(METHOD_NAMES)} (got {args.methods!r})")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        from transformers.utils import logging as hf_logging
+        hf_logging.set_verbosity_error()  # generate() warns about generation flags on every call
+    except ImportError:
+        pass
+    log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    prompts = load_prompts(args.prompts, args.limit, args.merge_mt_bench)
+    settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+                              top_k=args.top_k, depth=args.depth, tree_top_k=args.tree_top_k,
+                              total_tokens=args.total_tokens, chain_length=args.chain_length,
+                              seed=args.seed).validate()
+    target = load_target(args.model, args.device)
+    head = vocab = None
+    head_name = ""
+    if "eagle" in methods:
+        head, vocab, head_name = load_default_head(target, args.head)
+    engine = Engine(target, head, vocab, head_name)
+    log(f"target {target.describe()}; head {head_name or '-'}; {len(prompts)} prompts x {args.repeats} repeats; "
+        f"methods {', '.join(methods)}")
+    runner = Runner(target, engine, settings, args.eagle_method, args.pld_tokens, args.pld_ngram)
+    samples = run_benchmark(runner, prompts, methods, args.repeats, args.warmup, args.seed, log)
+
+    result = summarize(samples, methods, greedy=settings.greedy)
+    result["config"] = {
+        "prompts": args.prompts, "n_prompts": len(prompts), "repeats": args.repeats, "methods": methods,
+        "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_p": args.top_p,
+        "top_k": args.top_k, "eagle": {"method": args.eagle_method, "depth": args.depth,
+                                       "tree_top_k": args.tree_top_k, "total_tokens": args.total_tokens,
+                                       "head": head_name, "draft_vocab": len(vocab) if vocab else None},
+        "pld": {"prompt_lookup_num_tokens": args.pld_tokens, "max_matching_ngram_size": args.pld_ngram},
+        "model": target.describe(), "machine": machine_info(target.device),
+    }
+    result["samples"] = [
+        {"method": s.method, "prompt": s.prompt_index, "repeat": s.repeat, "category": s.category,
+         "new_tokens": s.new_tokens, "wall_s": round(s.wall_s, 5), "cycles": s.cycles, "tau": s.tau,
+         "draft_s": s.draft_s, "verify_s": s.verify_s, "stop_reason": s.stop_reason,
+         **({"token_ids": list(s.token_ids)} if args.save_tokens else {})}
+        for s in samples
+    ]
+    md = render_markdown(result)
+    print(md)
+    if args.md_out:
+        with open(args.md_out, "w", encoding="utf-8") as f:
+            f.write(md + "\n")
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+    if args.png_out:
+        render_png(result, args.png_out)
+    if args.update_doc:
+        replace_block(args.update_doc, args.doc_block, md)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Benchmark aggregation and reporting: samples in, a JSON-able dict / markdown / PNG out.
+
+The JSON shape scripts may rely on:
+
+    {"methods": {NAME: {"overall": STATS, "by_category": {CAT: STATS}}}, "config": ..., "samples": [...]}
+
+STATS always has `tokens_per_s`, `tau`, `speedup_vs_vanilla`, `speedup_vs_hf` and
+`identical_to_vanilla` (None where it does not apply: a baseline that was not run, or a sampled
+run), plus the fields listed in `_stats`. Definitions:
+
+  tokens_per_s           sum of new tokens / sum of wall time over all runs (= mean tokens / mean time)
+  speedup_vs_X           tokens_per_s / X's tokens_per_s on the same prompts ("ratio of means")
+  speedup_vs_X_median    median over prompts of (method tokens/s / X tokens/s), per-prompt ratio
+  tau                    tokens per target forward after the prefill (engine: committed per cycle)
+  draft_share etc.       shares of wall time; the rest is prefill and per-cycle bookkeeping
+  identical_to_vanilla   greedy: share of prompts whose output equals vanilla's, every repeat
+"""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+
+BASELINES = ("vanilla", "hf", "hf-pld")
+
+
+def _key(base: str) -> str:
+    return "speedup_vs_" + base.replace("-", "_")
+
+
+def machine_info(device: str) -> dict:
+    import torch
+
+    info = {"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
+    if str(device).startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name()
+    try:
+        info["loadavg_1m"] = round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        pass
+    return info
+
+
+def _per_prompt_tps(samples) -> dict[int, float]:
+    """prompt index -> tokens/s over that prompt's repeats."""
+    tok, wall = {}, {}
+    for s in samples:
+        tok[s.prompt_index] = tok.get(s.prompt_index, 0) + s.new_tokens
+        wall[s.prompt_index] = wall.get(s.prompt_index, 0.0) + s.wall_s
+    return {i: tok[i] / wall[i] for i in tok if wall[i] > 0}
+
+
+def _stats(method: str, by_method: dict[str, list], vanilla_ids: dict | None) -> dict:
+    own = by_method[method]
+    tokens = sum(s.new_tokens for s in own)
+    wall = sum(s.wall_s for s in own)
+    tps = tokens / wall if wall > 0 else 0.0
+    cyc = [s for s in own if s.tau is not None and s.cycles]
+    n_cycles = sum(s.cycles for s in cyc)
+    eng = [s for s in own if s.draft_s is not None]  # engine runs carry a draft/verify split
+    eng_cycles = sum(s.cycles for s in eng)
+    eng_wall = sum(s.wall_s for s in eng)
+
+    def per_cycle(attr):
+        return 1e3 * sum(getattr(s, attr) for s in eng) / eng_cycles if eng_cycles else None
+
+    def share(attr):
+        return sum(getattr(s, attr) for s in eng) / eng_wall if eng and eng_wall > 0 else None
+
+    st = {
+        "n_prompts": len({s.prompt_index for s in own}),
+        "n_runs": len(own),
+        "new_tokens_mean": tokens / len(own),
+        "wall_s_mean": wall / len(own),
+        "tokens_per_s": tps,
+        "tau": sum(s.tau * s.cycles for s in cyc) / n_cycles if n_cycles else None,
+        "draft_ms_per_cycle": per_cycle("draft_s"),
+        "verify_ms_per_cycle": per_cycle("verify_s"),
+        "draft_share": share("draft_s"),
+        "verify_share": share("verify_s"),
+        "prefill_share": share("prefill_s"),
+        "eos_share": sum(s.stop_reason == "eos" for s in own) / len(own),
+    }
+    mine = _per_prompt_tps(own)
+    for base in BASELINES:
+        st[_key(base)] = st[_key(base) + "_median"] = None
+        if base not in by_method:
+            continue
+        other = by_method[base]
+        b_tok, b_wall = sum(s.new_tokens for s in other), sum(s.wall_s for s in other)
+        if b_tok and b_wall:
+            st[_key(base)] = tps / (b_tok / b_wall)
+        theirs = _per_prompt_tps(other)
+        ratios = [mine[i] / theirs[i] for i in mine if theirs.get(i)]
+        st[_key(base) + "_median"] = statistics.median(ratios) if ratios else None
+    st["identical_to_vanilla"] = None
+    if vanilla_ids is not None:
+        same: dict[int, bool] = {}
+        for s in own:
+            ref = vanilla_ids.get(s.prompt_index)
+            same[s.prompt_index] = same.get(s.prompt_index, True) and ref is not None and s.token_ids == ref
+        st["identical_to_vanilla"] = sum(same.values()) / len(same)
+    return st
+
+
+def summarize(samples, methods: list[str], greedy: bool) -> dict:
+    """Aggregate Samples per method, overall and per category (see the module docstring)."""
+    vanilla_ids = None
+    if greedy and "vanilla" in methods:
+        vanilla_ids = {s.prompt_index: s.token_ids for s in samples if s.method == "vanilla" and s.repeat == 0}
+    cats = sorted({s.category for s in samples})
+    out = {"methods": {}}
+    groups = {"overall": samples, **{c: [s for s in samples if s.category == c] for c in cats}}
+    for m in methods:
+        entry = {"overall": None, "by_category": {}}
+        for name, group in groups.items():
+            by_method = {mm: [s for s in group if s.method == mm] for mm in methods}
+            by_method = {mm: v for mm, v in by_method.items() if v}
+            st = _stats(m, by_method, vanilla_ids) if m in by_method else None
+            if name == "overall":
+                entry["overall"] = st
+            else:
+                entry["by_category"][name] = st
+        out["methods"][m] = entry
+    return out
+
+
+# -- markdown ---------------------------------------------------------------------------------
+def _f(x, fmt="{:.2f}", none="–"):
+    return none if x is None else fmt.format(x)
+
+
+def render_markdown(result: dict) -> str:
+    methods = list(result["methods"])
+    cfg = result.get("config", {})
+    lines = []
+    if cfg:
+        e, mach = cfg.get("eagle", {}), cfg.get("machine", {})
+        lines.append(f"{cfg.get('n_prompts')} prompts from `{os.path.basename(str(cfg.get('prompts')))}`, "
+                     f"{cfg.get('max_new_tokens')} new tokens, temperature {cfg.get('temperature')}, "
+                     f"{cfg.get('repeats')} repeat(s); eagle {e.get('method')} depth {e.get('depth')} "
+                     f"top-k {e.get('tree_top_k')} total {e.get('total_tokens')}, head `{e.get('head') or '-'}`; "
+                     f"{cfg.get('model')}; {mach.get('threads')} threads, load {mach.get('loadavg_1m', '?')}")
+        lines.append("")
+    bases = [b for b in BASELINES if b in methods]
+    head = ["method", "tok/s"] + [f"×{b} (mean / median)" for b in bases] + \
+           ["τ", "draft ms/cycle", "verify ms/cycle", "draft / verify share", "identical to vanilla"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in methods:
+        st = result["methods"][m]["overall"]
+        if st is None:
+            continue
+        row = [m, _f(st["tokens_per_s"], "{:.1f}")]
+        row += [f"{_f(st[_key(b)])} / {_f(st[_key(b) + '_median'])}" for b in bases]
+        row += [_f(st["tau"]), _f(st["draft_ms_per_cycle"], "{:.1f}"), _f(st["verify_ms_per_cycle"], "{:.1f}"),
+                f"{_f(st['draft_share'], '{:.0%}')} / {_f(st['verify_share'], '{:.0%}')}",
+                _f(st["identical_to_vanilla"], "{:.0%}")]
+        lines.append("| " + " | ".join(row) + " |")
+    cats = sorted({c for m in methods for c in result["methods"][m]["by_category"]})
+    if len(cats) > 1 or (cats and cats != ["all"]):
+        lines += ["", "Per category: tokens/s (speedup over vanilla); τ and identity for eagle" if "eagle" in methods
+                  else "Per category: tokens/s (speedup over vanilla)", ""]
+        head = ["category", "n"] + methods + (["eagle ×hf-pld", "eagle τ", "eagle identical"]
+                                              if "eagle" in methods else [])
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for c in cats:
+            per = {m: result["methods"][m]["by_category"].get(c) for m in methods}
+            n = next((st["n_prompts"] for st in per.values() if st), 0)
+            row = [c, str(n)]
+            for m in methods:
+                st = per[m]
+                row.append("–" if st is None else
+                           f"{st['tokens_per_s']:.1f} ({_f(st['speedup_vs_vanilla'], '{:.2f}×', '?')})")
+            if "eagle" in methods:
+                st = per["eagle"] or {}
+                row += [_f(st.get(_key("hf-pld")), "{:.2f}×"), _f(st.get("tau")),
+                        _f(st.get("identical_to_vanilla"), "{:.0%}")]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+# -- chart ------------------------------------------------------------------------------------
+def render_png(result: dict, path: str) -> None:
+    """Two panels: tokens/s per category and method; speedup over vanilla with the 2x target line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = list(result["methods"])
+    cats = sorted({c for m in methods for c in result["methods"][m]["by_category"]})
+    groups = ["overall"] + (cats if cats != ["all"] else [])
+
+    def stat(m, g, key):
+        st = result["methods"][m]["overall"] if g == "overall" else result["methods"][m]["by_category"].get(g)
+        return (st or {}).get(key) or 0.0
+
+    fig, axes = plt.subplots(2, 1, figsize=(max(6.0, 1.1 * len(groups) * len(methods) ** 0.5 + 3), 7))
+    w = 0.8 / len(methods)
+    for ax, key, title in ((axes[0], "tokens_per_s", "tokens / s"), (axes[1], "speedup_vs_vanilla", "speedup over vanilla")):
+        for j, m in enumerate(methods):
+            xs = [i + (j - (len(methods) - 1) / 2) * w for i in range(len(groups))]
+            ys = [stat(m, g, key) for g in groups]
+            bars = ax.bar(xs, ys, width=w, label=m)
+            if key == "speedup_vs_vanilla":
+                ax.bar_label(bars, fmt="%.2f", fontsize=7)
+        ax.set_xticks(range(len(groups)), groups, rotation=20 if len(groups) > 5 else 0, fontsize=8)
+        ax.set_ylabel(title)
+        ax.grid(axis="y", alpha=0.3)
+    axes[1].axhline(1.0, color="black", lw=0.8)
+    axes[1].axhline(2.0, color="gray", lw=0.8, ls="--", label="2× target")
+    axes[0].legend(fontsize=8, ncol=len(methods))
+    cfg = result.get("config", {})
+    fig.suptitle(f"{cfg.get('model', '')}, {cfg.get('max_new_tokens', '?')} new tokens, T={cfg.get('temperature', '?')}",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- docs -------------------------------------------------------------------------------------
+def replace_block(path: str, name: str, text: str) -> None:
+    """Replace the text between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in a markdown file
+    (appended at the end if the markers are absent), so measured tables can be regenerated."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    doc = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    block = f"{begin}\n{text.strip()}\n{end}"
+    if begin in doc and end in doc:
+        doc = doc[: doc.index(begin)] + block + doc[doc.index(end) + len(end):]
+    else:
+        doc = doc.rstrip() + "\n\n" + block + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(doc)

@@ -1,0 +1,105 @@
+"""Smoke test of the benchmark harness through its real CLI entry (seconds, default model)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from eagle_core.bench import load_prompts
+from eagle_core.bench_report import summarize
+
+PROMPTS = [
+    {"prompt": "Name three primary colors.", "category": "writing"},
+    {"turns": ["What is 12 times 7?", "And divided by 2?"], "category": "math"},
+]
+STATS_KEYS = {"tokens_per_s", "tau", "speedup_vs_vanilla", "speedup_vs_hf", "identical_to_vanilla"}
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bench")
+    prompts = d / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
+    out = d / "bench.json"
+    cmd = [sys.executable, "-m", "eagle_core.bench", "--prompts", str(prompts), "--max-new-tokens", "8",
+           "--methods", "vanilla,hf,hf-pld,eagle", "--repeats", "1", "--warmup", "0", "--depth", "3",
+           "--tree-top-k", "4", "--total-tokens", "8", "--json-out", str(out), "--md-out", str(d / "bench.md"),
+           "--save-tokens", "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc.stdout, (d / "bench.md").read_text()
+
+
+def test_json_shape(bench_run):
+    result, _, _ = bench_run
+    assert set(result["methods"]) == {"vanilla", "hf", "hf-pld", "eagle"}
+    for name, entry in result["methods"].items():
+        assert STATS_KEYS <= set(entry["overall"]), name
+        assert set(entry["by_category"]) == {"writing", "math"}
+        for st in entry["by_category"].values():
+            assert STATS_KEYS <= set(st)
+            assert st["tokens_per_s"] > 0
+    assert result["methods"]["vanilla"]["overall"]["speedup_vs_vanilla"] == pytest.approx(1.0)
+    assert result["methods"]["eagle"]["overall"]["tau"] >= 1.0
+    assert len(result["samples"]) == 2 * 4
+
+
+def test_greedy_outputs_identical(bench_run):
+    result, _, _ = bench_run
+    ids = {(s["method"], s["prompt"]): s["token_ids"] for s in result["samples"]}
+    for p in range(2):
+        assert ids[("eagle", p)] == ids[("vanilla", p)]
+        assert ids[("hf", p)] == ids[("vanilla", p)]
+        assert ids[("hf-pld", p)] == ids[("vanilla", p)]
+        assert 0 < len(ids[("vanilla", p)]) <= 8
+    for m in ("eagle", "hf", "hf-pld"):
+        assert result["methods"][m]["overall"]["identical_to_vanilla"] == 1.0
+
+
+def test_markdown_table(bench_run):
+    _, stdout, md = bench_run
+    assert "| eagle |" in md and "| hf-pld |" in md
+    assert md.strip() in stdout
+
+
+def test_load_prompts_first_turn_and_limit(tmp_path):
+    f = tmp_path / "p.jsonl"
+    f.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS) + "\n")
+    ps = load_prompts(str(f))
+    assert [p.text for p in ps] == ["Name three primary colors.", "What is 12 times 7?"]
+    assert [p.category for p in ps] == ["writing", "math"]
+    assert len(load_prompts(str(f), limit=1)) == 1
+    f.write_text(json.dumps({"text": "x"}) + "\n")
+    with pytest.raises(ValueError):
+        load_prompts(str(f))
+
+
+def test_summarize_hand_worked():
+    from eagle_core.bench import Sample
+
+    def smp(method, prompt, toks, wall, tau=1.0, cycles=3):
+        return Sample(method, prompt, 0, "c", tuple(toks), wall, cycles, tau)
+
+    samples = [smp("vanilla", 0, [1, 2, 3, 4], 2.0), smp("vanilla", 1, [5, 6], 2.0),
+               smp("eagle", 0, [1, 2, 3, 4], 1.0, tau=3.0, cycles=1), smp("eagle", 1, [5, 7], 0.5, tau=2.0, cycles=1)]
+    st = summarize(samples, ["vanilla", "eagle"], greedy=True)["methods"]["eagle"]["overall"]
+    assert st["tokens_per_s"] == pytest.approx(6 / 1.5)
+    assert st["speedup_vs_vanilla"] == pytest.approx(4.0 / 1.5)  # ratio of means: (6/1.5) / (6/4)
+    assert st["speedup_vs_vanilla_median"] == pytest.approx(3.0)  # per-prompt ratios 2 and 4
+    assert st["tau"] == pytest.approx(2.5)
+    assert st["identical_to_vanilla"] == pytest.approx(0.5)
+    assert st["speedup_vs_hf"] is None
+
+
+def test_best_setting_maximises_tokens_per_second():
+    from eagle_core.costmodel import TreeSetting, best_setting, parse_trees
+
+    small, big, huge = parse_trees("3,4,8;5,8,24;6,10,60")
+    assert small == TreeSetting(3, 4, 8) and small.label == "d3/k4/t8"
+    cycle_ms = {small: 100.0, big: 150.0, huge: 300.0}
+    best, tps = best_setting({small: 2.5, big: 3.3, huge: 4.5}, cycle_ms)
+    assert best == small and tps == pytest.approx(25.0)  # 25 vs 22 vs 15 tokens/s
+    best, _ = best_setting({small: 2.0, big: 3.3}, cycle_ms)
+    assert best == big
+    with pytest.raises(ValueError):
+        best_setting({}, cycle_ms)

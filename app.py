@@ -72,7 +72,7 @@ def run_status(kind: str, cycles: list, t0: float, max_new: int) -> str:
     n = sum(len(c.committed_ids) for c in cycles) + (1 if cycles else 0)
     tau = sum(len(c.accepted) for c in cycles) / len(cycles) if cycles else 0
     name = "EAGLE" if kind == "eagle" else "vanilla"
-    return (f"⏵ **{name}** · cycle {len(cycles)} · {min(n, max_new)}/{max_new} tokens · τ {tau:.2f} · "
+    return (f"**{name}** running · cycle {len(cycles)} · {min(n, max_new)}/{max_new} tokens · τ {tau:.2f} · "
             f"{n / max(time.perf_counter() - t0, 1e-6):.1f} tok/s")
 
 
@@ -83,7 +83,7 @@ def done_status(state: dict) -> str:
             s = r.summary
             parts.append(f"**{kind}**: {s.new_tokens} tokens, {s.tokens_per_s:.1f} tok/s, τ {s.tau:.2f} "
                          f"(stopped: {s.stop_reason.replace('_', ' ')})")
-    return "✅ " + " · ".join(parts) if parts else ""
+    return "Done. " + " · ".join(parts) if parts else ""
 
 
 def save_trace(state: dict):
@@ -126,7 +126,7 @@ def wait_for_model(flag: threading.Event):
     while not MODEL.ready.wait(0.5):
         if flag.is_set():
             return None
-        yield {status_md: MODEL.status()}
+        yield {model_md: MODEL.status(), status_md: "Waiting for the model to finish loading…"}
     if MODEL.engine is None:
         raise gr.Error(MODEL.status())
     return MODEL.engine
@@ -139,7 +139,7 @@ def generate(prompt, method, depth, tree_top_k, total_tokens, chain_length, temp
     flag = STOPS.setdefault(session_id(request), threading.Event())
     engine = yield from wait_for_model(flag)
     if engine is None:
-        yield {status_md: "⏹ Stopped before the model was ready."}
+        yield {status_md: "Stopped before the model was ready."}
         return
     worker = Worker(engine, prompt, settings, bool(compare), flag)
     try:
@@ -148,43 +148,43 @@ def generate(prompt, method, depth, tree_top_k, total_tokens, chain_length, temp
         raise gr.Error(str(e), title="Please check the input") from None
     state = new_state(title=prompt[:60])
     main = "vanilla" if settings.method == "vanilla" else "eagle"
-    live, t0, last_draw, dirty = {"eagle": [], "vanilla": []}, time.perf_counter(), 0.0, False
+    live, t0, last_draw, dirty, cur = {"eagle": [], "vanilla": []}, time.perf_counter(), 0.0, False, main
     try:
         while True:
             try:
                 what, kind, payload = worker.events.get(timeout=0.05)
             except queue.Empty:
-                what = None
+                what = kind = None
             if what == "end":
                 break
             if what == "cycle":
-                if not live[kind]:
-                    t0 = time.perf_counter()
+                if kind != cur:
+                    cur, t0 = kind, time.perf_counter()
                 live[kind].append(payload)
                 dirty = True
             elif what == "done":
                 state[kind] = payload
                 if kind == main:
                     state["cycles"] = list(payload.cycles)
-                    yield dict(zip(VIEW_OUTPUTS + SUMMARY_OUTPUTS, all_views(state)), **{state_box: state})
+                    yield {**dict(zip(VIEW_OUTPUTS + SUMMARY_OUTPUTS, all_views(state))), state_box: state}
                     dirty = False
             elif what == "error":
                 gr.Warning(f"{kind} decoding failed: {payload}")
-            first = dirty and len(live[kind]) == 1
+            first = dirty and len(live[cur]) == 1
             if dirty and (first or time.perf_counter() - last_draw >= UI_INTERVAL_S):
                 last_draw, dirty = time.perf_counter(), False
-                status = run_status(kind, live[kind], t0, settings.max_new_tokens)
-                if kind == main:
+                status = run_status(cur, live[cur], t0, settings.max_new_tokens)
+                if cur == main:
                     state["cycles"] = live[main]
-                    yield dict(zip(VIEW_OUTPUTS, cycle_views(state, None)), **{status_md: status})
+                    yield {**dict(zip(VIEW_OUTPUTS, cycle_views(state, None))), status_md: status}
                 else:
                     yield {status_md: status}
     finally:
         worker.cancel()  # a closed tab or a Stop: end the decode thread before the next user starts
     if flag.is_set():
         gr.Info("Stopped. The partial run is kept: scrub through it or download its trace.")
-    yield dict(zip(VIEW_OUTPUTS + SUMMARY_OUTPUTS, all_views(state)),
-               **{state_box: state, status_md: done_status(state), download: save_trace(state)})
+    yield {**dict(zip(VIEW_OUTPUTS + SUMMARY_OUTPUTS, all_views(state))), state_box: state,
+           status_md: done_status(state), download: save_trace(state)}
 
 
 def step(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k, max_new, seed,
@@ -204,15 +204,15 @@ def step(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperat
     gen, it = state["stepper"]
     try:
         next(it)
-        status = (f"👣 Step mode: cycle {len(gen.cycles)} done. Click **Step** for the next one "
+        status = (f"Step mode: cycle {len(gen.cycles)} done. Click **Step** for the next one "
                   f"(change a setting or the prompt to start over).")
     except StopIteration:
         kind = "vanilla" if settings.method == "vanilla" else "eagle"
         state.update({kind: gen.run, "stepper": None, "step_key": None})
-        status = f"✅ Step mode finished ({gen.run.summary.stop_reason.replace('_', ' ')}). " + done_status(state)
+        status = f"Step mode finished ({gen.run.summary.stop_reason.replace('_', ' ')}). " + done_status(state)
     views = cycle_views(state, None) + (summary_views(state) if state["stepper"] is None else ())
     outs = VIEW_OUTPUTS + (SUMMARY_OUTPUTS if state["stepper"] is None else [])
-    yield dict(zip(outs, views), **{state_box: state, status_md: status, download: save_trace(state)})
+    yield {**dict(zip(outs, views)), state_box: state, status_md: status, download: save_trace(state)}
 
 
 def show(state, k):
@@ -242,7 +242,7 @@ def load_trace(path, title=""):
         raise gr.Error(f"Could not load this trace: {e}", title="Bad trace file") from None
     state = new_state(eagle, vanilla, title or os.path.basename(path))
     s = (eagle or vanilla).summary
-    status = (f"📼 Replaying **{state['title']}** — {s.method}, {s.model or 'unknown model'}, "
+    status = (f"Replaying **{state['title']}** — {s.method}, {s.model or 'unknown model'}, "
               f"{len(state['cycles'])} cycles. No model needed to explore it.")
     return all_views(state) + (state, status, save_trace(state))
 
@@ -280,26 +280,28 @@ CSS = """
 #eg-status{font-size:16px}
 .eg-learn p,.eg-learn li{font-size:17px;line-height:1.6}
 """
-THEME = gr.themes.Soft(primary_hue="blue", neutral_hue="slate", font=["system-ui", "Segoe UI", "Roboto", "sans-serif"],
-                       font_mono=["ui-monospace", "Menlo", "Consolas", "monospace"])
+THEME = gr.themes.Soft(primary_hue="blue", neutral_hue="slate", font=[gr.themes.Font(f) for f in ("system-ui", "Segoe UI", "Roboto", "sans-serif")],
+                       font_mono=[gr.themes.Font(f) for f in ("ui-monospace", "Menlo", "Consolas", "monospace")])
+# system fonts only: the default theme fetches Google Fonts, and the app must work offline
 
 with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
     state_box = gr.State(new_state(), time_to_live=3 * 3600)
-    gr.Markdown("# 🦅 EAGLE speculative decoding, step by step\nA small head drafts a **tree** of tokens from the "
+    gr.Markdown("# EAGLE speculative decoding, step by step\nA small head drafts a **tree** of tokens from the "
                 "model's own features; the model checks the whole tree in **one** forward pass and keeps the "
                 "longest correct path plus one **bonus** token of its own. Same output as ordinary decoding, "
                 "fewer passes.", elem_id="eg-title")
-    status_md = gr.Markdown(MODEL.status(), elem_id="eg-status")
+    model_md = gr.Markdown(MODEL.status(), elem_id="eg-model")
+    status_md = gr.Markdown(elem_id="eg-status")
     with gr.Tab("Decode"):
         with gr.Row():
             with gr.Column(scale=2, min_width=340):
-                prompt = gr.Textbox(label="Prompt", lines=4, max_length=6000,
+                prompt = gr.Textbox(label="Prompt", lines=4, max_length=6000, elem_id="eg-prompt",
                                     placeholder="Ask anything, or pick an example below…")
                 gr.Examples([p for _, p in example_prompts()], inputs=prompt, label="Examples: writing · code · "
                             "math · summarisation · translation · Chinese", examples_per_page=6)
                 method = gr.Radio(METHOD_CHOICES, value="eagle2", label="Method")
                 compare = gr.Checkbox(True, label="Also decode with vanilla afterwards (fair, one after the other)")
-                max_new = gr.Slider(4, 512, value=48, step=1, label="Max new tokens")
+                max_new = gr.Slider(4, 512, value=48, step=1, label="Max new tokens", elem_id="eg-maxnew")
                 with gr.Accordion("Tree settings", open=False):
                     preset = gr.Radio(PRESET_CHOICES, value="cpu", label="Preset")
                     depth = gr.Slider(1, 16, value=PRESETS["cpu"]["depth"], step=1, label="Depth (expansion steps)")
@@ -315,8 +317,8 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
                     seed = gr.Number(0, precision=0, label="Seed", minimum=0)
                 with gr.Row():
                     gen_btn = gr.Button("▶ Generate", variant="primary", elem_id="eg-generate")
-                    step_btn = gr.Button("👣 Step one cycle", elem_id="eg-step")
-                    stop_btn = gr.Button("⏹ Stop", variant="stop", elem_id="eg-stop")
+                    step_btn = gr.Button("Step one cycle ›", elem_id="eg-step")
+                    stop_btn = gr.Button("■ Stop", variant="stop", elem_id="eg-stop")
             with gr.Column(scale=3):
                 text_html = gr.HTML(viz.colored_text_html([]), elem_id="eg-text")
                 caption_md = gr.Markdown(elem_id="eg-caption")
@@ -324,8 +326,8 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
                     prev_btn = gr.Button("◀ Previous", size="sm", min_width=90)
                     slider = gr.Slider(1, 2, value=1, step=1, label="Cycle", scale=4, elem_id="eg-scrubber")
                     next_btn = gr.Button("Next ▶", size="sm", min_width=90)
-                    play_btn = gr.Button("⏵ Play", size="sm", min_width=80)
-                    pause_btn = gr.Button("⏸ Pause", size="sm", min_width=80)
+                    play_btn = gr.Button("▶ Play", size="sm", min_width=80)
+                    pause_btn = gr.Button("❚❚ Pause", size="sm", min_width=80)
         with gr.Row():
             tree_plot = gr.Plot(label="Draft tree of this cycle", scale=3, elem_id="eg-tree")
             mask_plot = gr.Plot(label="Tree-attention mask", scale=2, elem_id="eg-mask")
@@ -354,7 +356,7 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
         gr.Markdown("Download the current run (EAGLE and vanilla, every cycle) or load a saved one: every view "
                     "works without the model. Shipped examples are below.")
         with gr.Row():
-            download = gr.DownloadButton("⬇ Download trace (JSON)", interactive=False, elem_id="eg-download")
+            download = gr.DownloadButton("Download trace (JSON)", interactive=False, elem_id="eg-download")
             upload = gr.File(label="Load a trace (.json)", file_types=[".json"], type="filepath", elem_id="eg-upload")
         examples_dd = gr.Dropdown(list(example_traces()), label="Example traces", value=None, elem_id="eg-examples")
     play_timer = gr.Timer(0.9, active=False)
@@ -367,10 +369,13 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
     settings_in = [prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k, max_new,
                    seed]
     gen_event = gen_btn.click(arm, None, None, queue=False).then(
-        generate, settings_in + [compare, state_box], LOAD_OUTPUTS, concurrency_limit=1, concurrency_id="decode")
+        generate, settings_in + [compare, state_box], LOAD_OUTPUTS, concurrency_limit=1, concurrency_id="decode",
+        api_name="generate")
     prompt.submit(arm, None, None, queue=False).then(
-        generate, settings_in + [compare, state_box], LOAD_OUTPUTS, concurrency_limit=1, concurrency_id="decode")
-    step_btn.click(step, settings_in + [state_box], LOAD_OUTPUTS, concurrency_limit=1, concurrency_id="decode")
+        generate, settings_in + [compare, state_box], LOAD_OUTPUTS, concurrency_limit=1, concurrency_id="decode",
+        api_visibility="private")
+    step_btn.click(step, settings_in + [state_box], LOAD_OUTPUTS, concurrency_limit=1, concurrency_id="decode",
+                   api_name="step")
     stop_btn.click(stop, None, None, queue=False)
     slider.release(show, [state_box, slider], VIEW_OUTPUTS)
     prev_btn.click(lambda s, k: shift(s, k, -1), [state_box, slider], VIEW_OUTPUTS)
@@ -383,7 +388,7 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
     learn_tab.select(learn_views, [state_box, slider], [learn_tree, learn_mask, learn_probs])
     upload.upload(load_trace, upload, LOAD_OUTPUTS)
     examples_dd.input(load_example, examples_dd, LOAD_OUTPUTS)
-    status_timer.tick(model_status, None, [status_md, status_timer])
+    status_timer.tick(model_status, None, [model_md, status_timer])
     demo.load(on_page_load, None, LOAD_OUTPUTS)
     demo.unload(forget_session)
 

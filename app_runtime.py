@@ -58,12 +58,12 @@ class ModelHolder:
             t = self.engine.target
             head = self.engine.head_name or "none"
             warn = " — untrained, so expect τ ≈ 1 (still exact, not faster)" if "random" in head else ""
-            return f"✅ **Model ready:** {t.describe()} · EAGLE head: {head}{warn}"
+            return f"**Model ready:** {t.describe()} · EAGLE head: {head}{warn}"
         if self.error:
-            return f"⚠️ **Model failed to load:** {self.error}. Saved traces still replay."
+            return f"**Model failed to load:** {self.error}. Saved traces still replay."
         if self._thread is None:
-            return "⏳ Model not loaded yet; it loads on the first request."
-        return (f"⏳ **Loading the model…** ({time.perf_counter() - self.t0:.0f} s) — meanwhile explore the "
+            return "Model not loaded yet; it loads on the first request."
+        return (f"**Loading the model…** ({time.perf_counter() - self.t0:.0f} s) — meanwhile explore the "
                 "example traces below; Generate will wait for it.")
 
 
@@ -151,9 +151,11 @@ class Worker:
             self.events.put(("end", None, None))
 
     def cancel(self, wait_s: float = 5.0) -> None:
-        self.stop.set()
-        if getattr(self, "thread", None) is not None:
-            self.thread.join(wait_s)
+        """Stop a still-running decode (a closed tab) and wait for its thread; no-op once finished."""
+        thread = getattr(self, "thread", None)
+        if thread is not None and thread.is_alive():
+            self.stop.set()
+            thread.join(wait_s)
 
 
 def model_from_env() -> ModelHolder:

@@ -33,3 +33,44 @@ def chain_cycle(decisions=(ACCEPTED, ACCEPTED, REJECTED, NOT_REACHED)) -> CycleR
     acc = tuple([0] + [n.index for n in nodes[1:] if n.decision == ACCEPTED])
     committed = "".join(nodes[i].text for i in acc[1:]) + "\n"
     return CycleRecord(1, 20, tuple(nodes), acc, 99, "\n", tuple(range(len(acc))), committed, 5.0, 40.0, "greedy", 0.9)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_ENGINE = None
+
+
+def default_engine():
+    """The default target + head, loaded once per test session (~6 s when the weights are cached)."""
+    global _ENGINE
+    if _ENGINE is None:
+        from eagle_core import Engine, load_default_head, load_target
+
+        target = load_target()
+        _ENGINE = Engine(target, *load_default_head(target))
+    return _ENGINE
+
+
+class launched_app:
+    """Context manager: the real app on 127.0.0.1:port with the default model installed."""
+
+    def __init__(self, port: int):
+        self.port = port
+
+    def __enter__(self) -> str:
+        import app
+
+        app.MODEL.set_engine(default_engine())
+        app.demo.launch(server_name="127.0.0.1", server_port=self.port, prevent_thread_lock=True, quiet=True,
+                        theme=app.THEME, css=app.CSS)
+        self.demo = app.demo
+        return f"http://127.0.0.1:{self.port}/"
+
+    def __exit__(self, *exc):
+        self.demo.close()

@@ -69,7 +69,7 @@ def probs_figure(cycle: CycleRecord) -> go.Figure:
                 barmode="group", bargap=0.25)
     fig.update_yaxes(range=[0, 1.12], title="probability", gridcolor="#eee", tickformat=".1f")
     fig.update_xaxes(type="category", tickfont=dict(size=14))
-    fig.update_layout(margin=dict(l=60, r=20, t=80, b=60))
+    fig.update_layout(margin=dict(l=60, r=20, t=110, b=60))
     if len(xs) > 14:
         fig.update_xaxes(tickangle=-45)
     return fig

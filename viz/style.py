@@ -38,10 +38,11 @@ def token_label(text: str, limit: int = 12) -> str:
 def base_layout(fig: go.Figure, title: str, height: int = 420, **kw) -> go.Figure:
     """Apply the common layout: white background, large fonts, legend on top."""
     fig.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left", font=dict(size=19)),
+        title=dict(text=title, x=0.01, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=12),
+                   font=dict(size=19)),
         font=FONT, height=height, plot_bgcolor="white", paper_bgcolor="white",
-        margin=dict(l=20, r=20, t=70, b=30),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0.01, xanchor="left", font=dict(size=14)),
+        margin=dict(l=20, r=20, t=110 if title else 30, b=30),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0.0, xanchor="left", font=dict(size=14)),
         hoverlabel=dict(font=dict(size=15, family=FONT["family"])),
         **kw,
     )

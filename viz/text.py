@@ -27,7 +27,7 @@ CSS = """<style>
 .eg-empty{color:#667;font-family:system-ui,sans-serif;font-size:17px}
 .eg-cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:10px;font-family:system-ui,sans-serif}
 .eg-card{border:1px solid #d9dce3;border-radius:10px;padding:10px 12px;background:#fafbfc;color:#1f2430}
-.eg-card b{display:block;font-size:26px}
+.eg-card b{display:block;font-size:23px}
 .eg-card small{font-size:14px;color:#555}
 .eg-replay{display:grid;grid-template-columns:1fr 1fr;gap:14px}
 .eg-replay h4{margin:0 0 6px;font-family:system-ui,sans-serif;font-size:17px;color:#1f2430}

@@ -112,7 +112,7 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
         big = kind in ("root", "bonus")
         fig.add_trace(go.Scatter(
             x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text", name=name,
-            text=[g.nodes[n]["label"] for n in nodes], textposition="middle right",
+            text=[g.nodes[n]["label"] for n in nodes], textposition="top center",
             textfont=dict(size=16 if big or decision == ACCEPTED else 14,
                           color="#1f2430" if decision != NOT_REACHED else "#777"),
             marker=dict(symbol=symbol, size=22 if big else 15, color=colour,
@@ -124,10 +124,10 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
     acc = len(cycle.accepted) - 1
     title = title or (f"Cycle {cycle.step + 1}: {len(cycle.nodes) - 1} drafted, {acc} accepted + 1 bonus "
                       f"= {acc + 1} token{'s' if acc else ''}")
-    base_layout(fig, title, height=int(min(900, max(340, 34 * n_rows + 150))))
-    fig.update_xaxes(range=[-0.3, max_depth + 0.9], dtick=1, title="depth in the draft tree",
+    base_layout(fig, title, height=int(min(1000, max(360, 44 * n_rows + 200))))
+    fig.update_xaxes(range=[-0.5, max_depth + 0.5], dtick=1, title="depth in the draft tree",
                      showgrid=True, gridcolor="#eee", zeroline=False, title_font=dict(size=15))
-    fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.7, 0.7])
+    fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5, 0.8])
     return fig
 
 
@@ -151,9 +151,10 @@ def mask_figure(cycle: CycleRecord) -> go.Figure:
                                showscale=False, xgap=1, ygap=1, hovertext=hover, hoverinfo="text"))
     n = len(m)
     base_layout(fig, f"Tree attention: row sees column<br><sup>(plus all {cycle.context_len} context tokens)</sup>",
-                height=int(min(560, max(300, 14 * n + 170))))
+                height=int(min(620, max(340, 16 * n + 200))))
     small = dict(size=max(9, min(14, int(260 / max(n, 1)))))
     fig.update_xaxes(tickangle=-60, tickfont=small, showgrid=False, type="category")
     fig.update_yaxes(autorange="reversed", tickfont=small, showgrid=False, type="category")
     fig.update_layout(margin=dict(l=10, r=10, t=80, b=10))
+    fig.update_yaxes(scaleanchor="x", constrain="domain")
     return fig

@@ -68,7 +68,7 @@ def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, flo
         ("draft: tree search bookkeeping (top-k, scores, select)",
          drafting - head_layer - draft_lm - head_inputs - draft_mask),
         ("verify: tree mask + positions", ct("tree_attention_mask") + ct("tree_positions")),
-        ("verify: target body (30 layers)", ct("Target.forward")),
+        ("verify: target body", ct("Target.forward")),
         ("verify: target LM head", ct("Target.logits")),
         ("verify: acceptance walk (excl. LM head)", ct("Generation._accept") - accept_lm),
         ("update: KV cache compaction", ct("compact_cache")),

@@ -103,3 +103,42 @@ def test_best_setting_maximises_tokens_per_second():
     assert best == big
     with pytest.raises(ValueError):
         best_setting({}, cycle_ms)
+
+
+class _CharTokenizer:
+    """Just enough of a tokenizer for the engine: ids = characters mod the vocabulary."""
+
+    chat_template = bos_token_id = eos_token_id = None
+    add_bos_token = False
+    unk_token_id = pad_token_id = 0
+
+    def __call__(self, text, add_special_tokens=False, split_special_tokens=True):
+        return {"input_ids": [3 + ord(c) % 29 for c in text]}
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(97 + i % 26) for i in ids)
+
+    def convert_tokens_to_ids(self, token):
+        return 0
+
+
+def test_profile_buckets_cover_the_cycle():
+    """The cProfile breakdown finds the engine's functions and its buckets add up to the cycle."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from eagle_core import DecodeSettings, Engine, from_model, random_head
+    from eagle_core.bench_profile import profile_cycles
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=32, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    target = from_model(AutoModelForCausalLM.from_config(cfg), _CharTokenizer(), name="tiny")
+    p = profile_cycles(Engine(target, random_head(target), None, "random"), "count to five",
+                       DecodeSettings(method="eagle2", max_new_tokens=12, depth=3, tree_top_k=3, total_tokens=6))
+    buckets = dict(p["buckets"])
+    assert "Target.forward" not in p["missing"] and buckets["verify: target body"] > 0
+    assert buckets["draft: head layer (EagleHead.forward)"] > 0
+    assert sum(buckets.values()) == pytest.approx(p["cycle_ms"])
+    assert buckets["other (loop, tensors, stop checks)"] > -0.05 * p["cycle_ms"]  # no double counting

@@ -1,5 +1,6 @@
 """Smoke test of the benchmark harness through its real CLI entry (seconds, default model)."""
 import json
+import os
 import subprocess
 import sys
 
@@ -25,7 +26,8 @@ def bench_run(tmp_path_factory):
            "--methods", "vanilla,hf,hf-pld,eagle", "--repeats", "1", "--warmup", "0", "--depth", "3",
            "--tree-top-k", "4", "--total-tokens", "8", "--json-out", str(out), "--md-out", str(d / "bench.md"),
            "--save-tokens", "--quiet"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=repo)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text()), proc.stdout, (d / "bench.md").read_text()
 

@@ -329,15 +329,15 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
                     play_btn = gr.Button("▶ Play", size="sm", min_width=80)
                     pause_btn = gr.Button("❚❚ Pause", size="sm", min_width=80)
         with gr.Row():
-            tree_plot = gr.Plot(label="Draft tree of this cycle", scale=3, elem_id="eg-tree")
-            mask_plot = gr.Plot(label="Tree-attention mask", scale=2, elem_id="eg-mask")
-        probs_plot = gr.Plot(label="p (target) vs q (draft) for each tested token", elem_id="eg-probs")
+            tree_plot = gr.Plot(show_label=False, label="Draft tree of this cycle", scale=3, elem_id="eg-tree")
+            mask_plot = gr.Plot(show_label=False, label="Tree-attention mask", scale=2, elem_id="eg-mask")
+        probs_plot = gr.Plot(show_label=False, label="p (target) vs q (draft) for each tested token", elem_id="eg-probs")
         gr.Markdown("## EAGLE beside vanilla decoding")
         comparison = gr.HTML(viz.comparison_html(None, None), elem_id="eg-comparison")
         with gr.Row():
-            acclen_plot = gr.Plot(label="Accepted length per cycle", elem_id="eg-acclen")
-            depth_plot = gr.Plot(label="Acceptance by depth", elem_id="eg-depth")
-        timing_plot = gr.Plot(label="Time", elem_id="eg-timing")
+            acclen_plot = gr.Plot(show_label=False, label="Accepted length per cycle", elem_id="eg-acclen")
+            depth_plot = gr.Plot(show_label=False, label="Acceptance by depth", elem_id="eg-depth")
+        timing_plot = gr.Plot(show_label=False, label="Time", elem_id="eg-timing")
         with gr.Row():
             gr.Markdown("### Replay at the measured pace")
             replay_btn = gr.Button("↻ Replay", size="sm", min_width=100)
@@ -349,9 +349,9 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
                     gr.Markdown(block)
             with gr.Column(scale=2):
                 gr.Markdown("**Live figures of the cycle selected in the Decode tab**")
-                learn_tree, learn_mask, learn_probs = gr.Plot(label="Draft tree"), gr.Plot(label="Mask"), gr.Plot(label="p vs q")
+                learn_tree, learn_mask, learn_probs = gr.Plot(show_label=False, label="Draft tree"), gr.Plot(show_label=False, label="Mask"), gr.Plot(show_label=False, label="p vs q")
                 gr.Plot(viz.tree_figure(cartesian_tree_cycle(), show_bonus=False, title="Medusa: a Cartesian product "
-                        "of per-position top-3 (note “I am begin”)"), label="Medusa-style tree")
+                        "of per-position top-3 (note “I am begin”)"), show_label=False, label="Medusa-style tree")
     with gr.Tab("Traces"):
         gr.Markdown("Download the current run (EAGLE and vanilla, every cycle) or load a saved one: every view "
                     "works without the model. Shipped examples are below.")
@@ -395,5 +395,9 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
 demo.queue(max_size=32, default_concurrency_limit=8)
 
 if __name__ == "__main__":
+    t_start = time.perf_counter()
     MODEL.start()  # load in the background: the page is usable at once, replaying example traces
+    threading.Thread(target=lambda: MODEL.ready.wait() and print(
+        f"* Model ready {time.perf_counter() - t_start:.1f} s after start: {MODEL.status()}", flush=True),
+        daemon=True).start()
     demo.launch(share=False, theme=THEME, css=CSS)

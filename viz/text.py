@@ -86,8 +86,9 @@ def cycle_caption(cycle: CycleRecord, total: int | None = None) -> str:
     n_draft = len(cycle.nodes) - 1
     bonus = f"“{token_label(cycle.bonus_text, 16)}”"
     if n_draft == 0:
-        return (f"{head} · vanilla: no drafts, so one target forward ({cycle.verify_ms:.0f} ms) produced exactly one "
-                f"token, {bonus}.")
+        why = "vanilla decoding" if cycle.draft_ms == 0 else "only one token was left to generate"
+        return (f"{head} · No drafts this cycle ({why}): one target forward ({cycle.verify_ms:.0f} ms) produced "
+                f"exactly one token, {bonus}.")
     depth = max(n.depth for n in cycle.nodes)
     acc = [cycle.nodes[i] for i in cycle.accepted[1:]]
     rej = [n for n in cycle.nodes if n.decision == REJECTED]

@@ -1,0 +1,79 @@
+"""Measure the app's numbers for docs/app.md (not a test; run it by hand):
+
+    python -m tests.measure_app startup        # `python app.py` -> page served, and -> model ready (warm cache)
+    python -m tests.measure_app startup-cold   # same with an empty weight cache (GGUF conversion)
+    python -m tests.measure_app ui             # first tree after Generate; tokens/s with and without the UI
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from types import SimpleNamespace
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROMPT = "Write a Python function that checks whether a string is a palindrome."
+
+
+def startup(cold: bool) -> None:
+    from tests.app_fixtures import free_port
+
+    port = free_port()
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False")
+    if cold:
+        env["EAGLE_EXPLAINER_CACHE"] = tempfile.mkdtemp(prefix="eagle-cold-")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    page_s = None
+    try:
+        while page_s is None:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).read()
+                page_s = time.perf_counter() - t0
+            except OSError:
+                time.sleep(0.1)
+        for line in proc.stdout:
+            if "Model ready" in line or "failed" in line:
+                print(line.strip())
+                break
+        print(f"{'cold' if cold else 'warm'}: page served {page_s:.1f} s, model ready {time.perf_counter() - t0:.1f} s "
+              "after `python app.py`")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def ui(rounds: int = 3, max_new: int = 24) -> None:
+    import app
+    from eagle_core import DecodeSettings
+    from tests.app_fixtures import default_engine
+
+    engine = default_engine()
+    app.MODEL.set_engine(engine)
+    args = ("eagle2", 5, 8, 24, 4, 0.0, 1.0, 0, max_new, 0)
+    settings = DecodeSettings(method="eagle2", depth=5, tree_top_k=8, total_tokens=24, max_new_tokens=max_new)
+    engine.run("warm up", settings.with_(max_new_tokens=4))
+    bare, with_ui, first = [], [], []
+    for _ in range(rounds):  # alternate, so slow phases of a shared machine hit both sides
+        bare.append(engine.run(PROMPT, settings).summary.tokens_per_s)
+        req = SimpleNamespace(session_hash="measure")
+        app.arm(req)
+        t0 = time.perf_counter()
+        gen = app.generate(PROMPT, *args, False, app.new_state(), request=req)
+        for out in gen:
+            if app.tree_plot in out and len(first) < len(with_ui) + 1:
+                first.append(time.perf_counter() - t0)
+        with_ui.append(out[app.state_box]["eagle"].summary.tokens_per_s)
+    b, u = statistics.median(bare), statistics.median(with_ui)
+    print(f"first tree (callback level, model warm): median {statistics.median(first):.2f} s  {first}")
+    print(f"tokens/s engine alone {b:.2f} {bare}; inside the app {u:.2f} {with_ui}; UI overhead {100 * (1 - u / b):+.1f}%")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "ui"
+    {"startup": lambda: startup(False), "startup-cold": lambda: startup(True), "ui": ui}[what]()

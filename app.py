@@ -349,7 +349,9 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
                     gr.Markdown(block)
             with gr.Column(scale=2):
                 gr.Markdown("**Live figures of the cycle selected in the Decode tab**")
-                learn_tree, learn_mask, learn_probs = gr.Plot(show_label=False, label="Draft tree"), gr.Plot(show_label=False, label="Mask"), gr.Plot(show_label=False, label="p vs q")
+                learn_tree = gr.Plot(show_label=False, label="Draft tree")
+                learn_mask = gr.Plot(show_label=False, label="Mask")
+                learn_probs = gr.Plot(show_label=False, label="p vs q")
                 gr.Plot(viz.tree_figure(cartesian_tree_cycle(), show_bonus=False, title="Medusa: a Cartesian product "
                         "of per-position top-3 (note “I am begin”)"), show_label=False, label="Medusa-style tree")
     with gr.Tab("Traces"):

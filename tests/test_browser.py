@@ -58,6 +58,10 @@ def test_generate_in_browser(page_url):
             expect(page.locator("#eg-tree .js-plotly-plot")).to_be_visible()
             expect(page.locator("#eg-acclen .js-plotly-plot")).to_be_visible()
             page.screenshot(path=os.path.join(SHOTS, "app-generate.png"), full_page=True)
+            page.get_by_role("tab", name="Learn").click()
+            expect(page.locator(".eg-learn")).to_contain_text("one-token shift")
+            page.wait_for_timeout(1500)
+            page.screenshot(path=os.path.join(SHOTS, "app-learn.png"), full_page=True)
             print(f"\nfirst tree on screen {first_tree_s:.2f} s after clicking Generate (model warm)")
         finally:
             browser.close()

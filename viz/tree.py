@@ -155,6 +155,6 @@ def mask_figure(cycle: CycleRecord) -> go.Figure:
     small = dict(size=max(9, min(14, int(260 / max(n, 1)))))
     fig.update_xaxes(tickangle=-60, tickfont=small, showgrid=False, type="category")
     fig.update_yaxes(autorange="reversed", tickfont=small, showgrid=False, type="category")
-    fig.update_layout(margin=dict(l=10, r=10, t=80, b=10))
+    fig.update_layout(margin=dict(l=10, r=10, t=120, b=10))
     fig.update_yaxes(scaleanchor="x", constrain="domain")
     return fig

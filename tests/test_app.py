@@ -3,7 +3,6 @@ launched app. Uses the default model with a few new tokens per run."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from types import SimpleNamespace
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import viz
-from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, run_to_dict
+from eagle_core.trace import NOT_REACHED, REJECTED, run_to_dict
 from tests.app_fixtures import chain_cycle, illustration, sampled_cycle, vanilla_cycle
 from viz.examples import cartesian_tree_cycle
 from viz.tree import BONUS_KEY

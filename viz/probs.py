@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from eagle_core.trace import ACCEPTED, CycleRecord
 
-from .style import BLUE, BONUS, INK, SKY, VERMILLION, GREEN, base_layout, empty_figure, fmt_p, token_label
+from .style import BLUE, BONUS, GREEN, INK, SKY, VERMILLION, base_layout, empty_figure, fmt_p, token_label
 
 RULE_TITLES = {
     "greedy": "greedy rule: accept a draft iff it is the target's top token",

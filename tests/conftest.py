@@ -1,0 +1,74 @@
+"""Shared fixtures: tiny random targets built in the test (no downloads), and the default model.
+
+Tiny targets use a character tokenizer over a small vocabulary, so even an untrained head's
+top-k drafts are often right: acceptance, cache compaction and the bonus token all get
+exercised, not only the "everything rejected" path.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from eagle_core import from_model  # noqa: E402
+from eagle_core.head import EagleHead, HeadConfig  # noqa: E402
+
+
+class CharTokenizer:
+    """Just enough of a Hugging Face tokenizer for the engine: ids = characters mod the vocab."""
+
+    chat_template = None
+    bos_token_id = None
+    add_bos_token = False
+    unk_token_id = 0
+    pad_token_id = 0
+
+    def __init__(self, vocab_size: int, eos_token_id: int | None = None):
+        self.vocab_size = vocab_size
+        self.eos_token_id = eos_token_id
+
+    def __call__(self, text, add_special_tokens=False, split_special_tokens=True):
+        return {"input_ids": [3 + (ord(c) % (self.vocab_size - 3)) for c in text]}
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(ord("a") + (i % 26)) if i >= 3 else ("" if skip_special_tokens else f"<{i}>") for i in ids)
+
+    def convert_tokens_to_ids(self, token):
+        return self.unk_token_id
+
+
+def tiny_target(kind: str = "llama", vocab: int = 24, seed: int = 0, ctx: int = 512, attn: str = "sdpa",
+                eos: int | None = None):
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
+
+    torch.manual_seed(seed)
+    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=ctx,
+                  bos_token_id=None, eos_token_id=None, pad_token_id=0, tie_word_embeddings=False)
+    cfg = LlamaConfig(**common) if kind == "llama" else Qwen2Config(**common)
+    cfg._attn_implementation = attn
+    model = AutoModelForCausalLM.from_config(cfg)
+    # random init is tiny; widen the logits so the target's argmax is far from ties
+    with torch.no_grad():
+        model.lm_head.weight.mul_(20.0)
+    model.generation_config.eos_token_id = None
+    tok = CharTokenizer(vocab, eos_token_id=eos)
+    return from_model(model, tok, name=f"tiny-{kind}", eos_ids=(eos,) if eos is not None else (-1,))
+
+
+def tiny_head(target, seed: int = 0, bias: bool = True) -> EagleHead:
+    torch.manual_seed(seed)
+    cfg = HeadConfig.for_target(target.config, bias=bias, qkv_bias=getattr(target.config, "model_type", "") == "qwen2")
+    return EagleHead(cfg).eval()
+
+
+@pytest.fixture(scope="session")
+def default_target():
+    from eagle_core import load_target
+
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    return load_target()

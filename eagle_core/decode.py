@@ -27,6 +27,7 @@ from .verify import Verdict, logits_to_probs, sample, verify_greedy, verify_poin
 HEAD_SCRATCH = 1024  # head-cache room for one cycle's tree nodes beyond the committed context
 
 
+@torch.inference_mode()
 def compact_cache(cache, context_len: int, keep: list[int]) -> None:
     """Keep tree entries `keep` (offsets from context_len, ascending) and drop the rest."""
     idx = torch.tensor(keep, dtype=torch.long)
@@ -88,6 +89,7 @@ class Generation:
             yield rec
 
     # ------------------------------------------------------------------------------------------
+    @torch.inference_mode()
     def _loop(self):
         eng, s, tgt = self.engine, self.s, self.engine.target
         drafter = eng.drafter if s.method != "vanilla" else None

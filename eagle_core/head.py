@@ -171,12 +171,13 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(H, cfg.rms_norm_eps)
 
     def forward(self, h, cos, sin, mask, cache: HeadCache | None):
-        # h: (1, n, H); mask: (n, kv_len) bool, True = may attend (kv_len counts cached + new)
-        n = h.shape[1]
+        # h: (B, n, H); mask: (n, kv_len) bool, True = may attend (kv_len counts cached + new).
+        # The cache path is single-sequence (B = 1); training runs B padded sequences, no cache.
+        B, n, _ = h.shape
         a = self.self_attn
-        q = a.q_proj(h).view(1, n, self.n_heads, self.d).transpose(1, 2)  # (1, nh, n, d)
-        k = a.k_proj(h).view(1, n, self.n_kv, self.d).transpose(1, 2)  # (1, nkv, n, d)
-        v = a.v_proj(h).view(1, n, self.n_kv, self.d).transpose(1, 2)
+        q = a.q_proj(h).view(B, n, self.n_heads, self.d).transpose(1, 2)  # (B, nh, n, d)
+        k = a.k_proj(h).view(B, n, self.n_kv, self.d).transpose(1, 2)  # (B, nkv, n, d)
+        v = a.v_proj(h).view(B, n, self.n_kv, self.d).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
             start = cache.length
@@ -185,8 +186,8 @@ class DecoderLayer(nn.Module):
         if self.n_kv != self.n_heads:
             k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)
             v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (1, nh, n, d)
-        h = h + a.o_proj(out.transpose(1, 2).reshape(1, n, self.n_heads * self.d))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, nh, n, d)
+        h = h + a.o_proj(out.transpose(1, 2).reshape(B, n, self.n_heads * self.d))
         m, x = self.mlp, self.post_attention_layernorm(h)
         return h + m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
 
@@ -207,9 +208,9 @@ class EagleHead(nn.Module):
     def forward(self, token_embeds, features, positions, mask=None, cache: HeadCache | None = None):
         """Predict next features.
 
-        token_embeds: (1, n, H) embeddings of x_{t+1}; features: (1, n, H) target (or predicted)
+        token_embeds: (B, n, H) embeddings of x_{t+1}; features: (B, n, H) target (or predicted)
         features f_t; positions: (n,) position ids t; mask: (n, kv_len) bool or None for causal
-        attention over cache + new entries. Returns (1, n, H) predicted f_{t+1}.
+        attention over cache + new entries. Returns (B, n, H) predicted f_{t+1}.
         """
         n = features.shape[1]
         if mask is None:

@@ -181,8 +181,8 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
     return Target(m, tok, name=name, device=device, dtype=dtype, load_s=time.perf_counter() - t0, load_kind=kind)
 
 
-def from_model(model, tokenizer, name: str = "custom") -> Target:
+def from_model(model, tokenizer, name: str = "custom", eos_ids: tuple[int, ...] = ()) -> Target:
     """Wrap an already-built model (tests build tiny random ones)."""
     p = next(model.parameters())
     model.eval().requires_grad_(False)
-    return Target(model, tokenizer, name=name, device=str(p.device), dtype=p.dtype)
+    return Target(model, tokenizer, name=name, device=str(p.device), dtype=p.dtype, eos_ids=tuple(eos_ids))

@@ -1,0 +1,75 @@
+"""python -m eagle_core.train {gen,train,eval} ... (see docs/training.md)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.train", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    g = sub.add_parser("gen", help="self-distillation data: the target answers training prompts")
+    g.add_argument("--train-dir", default=os.path.normpath(os.path.join(SHARED, "train")))
+    g.add_argument("--eval-dir", default=os.path.normpath(os.path.join(SHARED, "eval")),
+                   help="prompts here are excluded from training (exact match after normalising)")
+    g.add_argument("--out", default="data/gen")
+    g.add_argument("--model", default=None)
+    g.add_argument("--device", default=None)
+    g.add_argument("--max-prompts", type=int, default=100000)
+    g.add_argument("--shard-size", type=int, default=32, help="prompts per shard (= one generate batch)")
+    g.add_argument("--max-new-tokens", type=int, default=256)
+    g.add_argument("--max-prompt-tokens", type=int, default=384)
+    g.add_argument("--temperature", type=float, default=0.8)
+    g.add_argument("--sample-every", type=int, default=3, help="every N-th shard is sampled, the rest greedy")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--threads", type=int, default=2)
+
+    t = sub.add_parser("train", help="train the head on generated shards (resumable)")
+    t.add_argument("--data", default="data/gen")
+    t.add_argument("--out", default="runs/head")
+    t.add_argument("--epochs", type=int, default=4)
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--tokens-per-batch", type=int, default=4096)
+    t.add_argument("--max-seq", type=int, default=640)
+    t.add_argument("--noise", type=float, default=0.1, help="uniform noise on input features (+-)")
+    t.add_argument("--ce-weight", type=float, default=0.1)
+    t.add_argument("--draft-vocab", type=int, default=8192, help="0 = full vocabulary")
+    t.add_argument("--holdout", type=int, default=64, help="sequences held out for accuracy")
+    t.add_argument("--ckpt-minutes", type=float, default=3.0)
+    t.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0 = no limit")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=int, default=2)
+
+    e = sub.add_parser("export", help="write the trained head in the EAGLE layout (+ draft vocabulary)")
+    e.add_argument("--run", default="runs/head")
+    e.add_argument("--out", default="assets/head-smollm2-135m")
+
+    v = sub.add_parser("eval", help="tau and per-depth acceptance on eval prompt sets")
+    v.add_argument("--head", default=None)
+    v.add_argument("--prompts", nargs="+", default=[os.path.normpath(os.path.join(SHARED, "eval", "mt_bench_question.jsonl"))])
+    v.add_argument("--limit", type=int, default=20)
+    v.add_argument("--max-new-tokens", type=int, default=128)
+    v.add_argument("--temperature", type=float, default=0.0)
+    v.add_argument("--tree", default="60,6,10", help="total_tokens,depth,top_k")
+    v.add_argument("--json-out", default=None)
+
+    args = ap.parse_args(argv)
+    if args.cmd == "gen":
+        from .data import run_gen
+        run_gen(args)
+    elif args.cmd == "train":
+        from .loop import run_train
+        run_train(args)
+    elif args.cmd == "export":
+        from .loop import run_export
+        run_export(args)
+    elif args.cmd == "eval":
+        from .evaluate import run_eval
+        run_eval(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Self-distillation data for the EAGLE head.
+
+The target answers training prompts with its own chat template (greedy for most, sampled for
+the rest); the features the head learns from are captured DURING generation by a hook on the
+target's final norm, so no second forward is needed: for every position t we keep the last
+hidden state after the final norm (what the LM head consumes). A shard holds, per sequence,
+the token ids, the fp16 features of every position but the last, and the prompt length (the
+loss covers response tokens only).
+
+Eval prompts (../shared/data/eval) must never be trained on: every training prompt is checked
+against them and any exact (whitespace/case-normalised) match is dropped and counted.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import time
+
+import torch
+
+from ..target import load_target
+
+
+def _norm(s: str) -> str:
+    return " ".join(s.lower().split())
+
+
+def read_prompts(path: str) -> list[tuple[str, str]]:
+    """(prompt, source) pairs from a JSONL file with `prompt` or `turns` records."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            p = r.get("prompt") or (r.get("turns") or [None])[0]
+            if isinstance(p, str) and p.strip():
+                out.append((p, os.path.basename(path)))
+    return out
+
+
+def eval_prompt_set(eval_dir: str) -> set[str]:
+    s = set()
+    for path in glob.glob(os.path.join(eval_dir, "*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    for t in ([r.get("prompt")] if r.get("prompt") else []) + list(r.get("turns") or []):
+                        if isinstance(t, str):
+                            s.add(_norm(t))
+    return s
+
+
+def collect_prompts(train_dir: str, eval_dir: str, seed: int) -> tuple[list[tuple[str, str]], dict]:
+    if os.path.realpath(train_dir) == os.path.realpath(eval_dir) or "/eval" in os.path.realpath(train_dir):
+        raise ValueError(f"refusing to train on {train_dir}: it is an eval set")
+    banned = eval_prompt_set(eval_dir) if os.path.isdir(eval_dir) else set()
+    if not banned:
+        raise ValueError(f"no eval prompts found in {eval_dir}: cannot check for overlap, refusing to continue")
+    prompts, dropped = [], 0
+    for path in sorted(glob.glob(os.path.join(train_dir, "*.jsonl"))):
+        for p, src in read_prompts(path):
+            if _norm(p) in banned:
+                dropped += 1
+                continue
+            prompts.append((p, src))
+    random.Random(seed).shuffle(prompts)
+    return prompts, {"train_prompts": len(prompts), "dropped_eval_overlap": dropped}
+
+
+class FeatureRecorder:
+    """Forward hook on the final norm: collects (B, t, H) outputs of every forward call."""
+
+    def __init__(self, norm_module):
+        self.chunks: list[torch.Tensor] = []
+        self.handle = norm_module.register_forward_hook(lambda m, i, o: self.chunks.append(o.detach()))
+
+    def take(self) -> torch.Tensor:
+        out = torch.cat(self.chunks, dim=1)
+        self.chunks = []
+        return out
+
+    def close(self):
+        self.handle.remove()
+
+
+@torch.inference_mode()
+def generate_shard(target, prompts: list[str], max_new_tokens: int, temperature: float, max_prompt_tokens: int,
+                   seed: int) -> list[dict]:
+    """Answer `prompts` in one left-padded batch; return one record per kept sequence."""
+    tok = target.tokenizer
+    encoded = [target.encode_prompt(p) for p in prompts]
+    encoded = [e for e in encoded if len(e) <= max_prompt_tokens]
+    if not encoded:
+        return []
+    pad = tok.pad_token_id if tok.pad_token_id is not None else target.eos_ids[0]
+    P = max(len(e) for e in encoded)
+    ids = torch.full((len(encoded), P), pad, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, e in enumerate(encoded):
+        ids[i, P - len(e):] = torch.tensor(e)
+        attn[i, P - len(e):] = 1
+    rec = FeatureRecorder(target.body.norm)
+    torch.manual_seed(seed)
+    try:
+        out = target.model.generate(
+            input_ids=ids.to(target.device), attention_mask=attn.to(target.device), max_new_tokens=max_new_tokens,
+            do_sample=temperature > 0, temperature=temperature if temperature > 0 else None, top_p=None, top_k=None,
+            eos_token_id=list(target.eos_ids), pad_token_id=pad,
+        )
+        feats = rec.take()  # (B, P + T - 1, H): features of every position but the last generated one
+    finally:
+        rec.close()
+    eos = set(target.eos_ids)
+    records = []
+    for i, e in enumerate(encoded):
+        resp = out[i, P:].tolist()
+        end = next((j + 1 for j, t in enumerate(resp) if t in eos), len(resp))  # keep the EOS token
+        resp = resp[:end]
+        if not resp:
+            continue
+        seq = e + resp
+        f = feats[i, P - len(e):P - len(e) + len(seq) - 1]  # features for positions 0 .. len(seq) - 2
+        assert f.shape[0] == len(seq) - 1
+        records.append({"ids": torch.tensor(seq, dtype=torch.int32), "feats": f.to(torch.float16).cpu(),
+                        "prompt_len": len(e)})
+    return records
+
+
+def run_gen(args) -> None:
+    torch.set_num_threads(args.threads)
+    prompts, info = collect_prompts(args.train_dir, args.eval_dir, args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    n_shards = min(args.max_prompts, len(prompts)) // args.shard_size
+    print(f"{info['train_prompts']} training prompts ({info['dropped_eval_overlap']} dropped: also in eval); "
+          f"{n_shards} shards of {args.shard_size}", flush=True)
+    target = load_target(args.model, device=args.device)
+    with open(os.path.join(args.out, "info.json"), "w") as f:
+        json.dump({**info, **{k: v for k, v in vars(args).items() if k != "func"}}, f, indent=2)
+    t_start = time.time()
+    done_tokens = 0
+    for s in range(n_shards):
+        path = os.path.join(args.out, f"shard_{s:05d}.pt")
+        if os.path.exists(path):
+            continue  # resume: shards are written atomically
+        chunk = prompts[s * args.shard_size:(s + 1) * args.shard_size]
+        # every `sample_every`-th shard is sampled at temperature `temperature`, the rest greedy
+        temp = args.temperature if args.sample_every and s % args.sample_every == args.sample_every - 1 else 0.0
+        t0 = time.time()
+        recs = generate_shard(target, [p for p, _ in chunk], args.max_new_tokens, temp, args.max_prompt_tokens,
+                              args.seed * 100003 + s)
+        for r, (_, src) in zip(recs, chunk):
+            r["source"] = src
+        torch.save({"records": recs, "temperature": temp, "shard": s}, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        ntok = sum(len(r["ids"]) - r["prompt_len"] for r in recs)
+        done_tokens += ntok
+        el = time.time() - t0
+        print(f"shard {s + 1}/{n_shards}: {len(recs)} seqs, {ntok} response tokens, T={temp}, {el:.0f}s "
+              f"({ntok / el:.0f} tok/s), total {done_tokens} tokens in {time.time() - t_start:.0f}s", flush=True)
+
+
+def load_shards(data_dir: str, limit: int | None = None) -> list[dict]:
+    paths = sorted(glob.glob(os.path.join(data_dir, "shard_*.pt")))[:limit]
+    recs = []
+    for p in paths:
+        recs.extend(torch.load(p, weights_only=False)["records"])
+    return recs

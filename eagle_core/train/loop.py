@@ -1,0 +1,237 @@
+"""Training the EAGLE-1/2 head (REFERENCE §5), resumable at any point.
+
+Per sequence (ids x_0..x_{T-1}, features f_0..f_{T-2} captured during generation):
+    input  at t : (f_t + U(-noise, noise), x_{t+1})          t = 0 .. T-2
+    target at t : f_{t+1} and p_{t+1} = softmax(lm_head(f_{t+1}))   (t <= T-3)
+    loss        = SmoothL1(f̂_{t+1}, f_{t+1}) + ce_weight · CE(p_{t+1}, softmax(lm_head(f̂_{t+1})))
+The loss covers response tokens; prompt tokens (the target's features on user text) count
+with weight `prompt_weight`, since on a CPU budget every real feature transition helps.
+The soft cross-entropy runs over the reduced draft vocabulary the head will draft from.
+
+A checkpoint (head, optimiser, schedule, position in the epoch, RNG) is written atomically
+every few minutes; rerunning the same command resumes exactly where it stopped.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+
+from ..head import EagleHead, HeadConfig, save_head
+from ..target import load_target
+from .data import load_shards
+
+PROMPT_WEIGHT = 0.3
+
+
+def draft_vocabulary(records, n: int, vocab_size: int) -> list[int]:
+    """The n most frequent tokens of the generated data (responses and prompts)."""
+    counts = Counter()
+    for r in records:
+        counts.update(r["ids"].tolist())
+    ranked = [t for t, _ in counts.most_common()]
+    rest = [t for t in range(vocab_size) if t not in counts]  # pad with unseen ids if data is tiny
+    return sorted((ranked + rest)[:n])
+
+
+def coverage(records, vocab: list[int]) -> float:
+    s = set(vocab)
+    tot = hit = 0
+    for r in records:
+        resp = r["ids"][r["prompt_len"]:].tolist()
+        tot += len(resp)
+        hit += sum(t in s for t in resp)
+    return hit / max(tot, 1)
+
+
+def make_batches(records, tokens_per_batch: int, max_seq: int, seed: int) -> list[list[int]]:
+    """Group sequences of similar length so padding stays small; order shuffled by seed."""
+    order = sorted(range(len(records)), key=lambda i: len(records[i]["ids"]))
+    batches, cur, cur_max = [], [], 0
+    for i in order:
+        L = min(len(records[i]["ids"]), max_seq)
+        if cur and max(cur_max, L) * (len(cur) + 1) > tokens_per_batch:
+            batches.append(cur)
+            cur, cur_max = [], 0
+        cur.append(i)
+        cur_max = max(cur_max, L)
+    if cur:
+        batches.append(cur)
+    random.Random(seed).shuffle(batches)
+    return batches
+
+
+def collate(records, idx, max_seq, device):
+    """-> ids_next (B, n), feats_in (B, n, H), feats_tgt (B, n, H), weight (B, n)."""
+    seqs = [records[i] for i in idx]
+    n = max(min(len(r["ids"]), max_seq) - 1 for r in seqs)  # input pairs per sequence
+    H = seqs[0]["feats"].shape[1]
+    B = len(seqs)
+    ids_next = torch.zeros(B, n, dtype=torch.long)
+    f_in = torch.zeros(B, n, H)
+    f_tgt = torch.zeros(B, n, H)
+    w = torch.zeros(B, n)
+    for b, r in enumerate(seqs):
+        T = min(len(r["ids"]), max_seq)
+        f = r["feats"][:T - 1].float()  # f_0 .. f_{T-2}
+        ids_next[b, :T - 1] = r["ids"][1:T].long()
+        f_in[b, :T - 1] = f
+        f_tgt[b, :T - 2] = f[1:]
+        pos_next = torch.arange(1, T - 1)  # position of the predicted feature, t + 1
+        w[b, :T - 2] = torch.where(pos_next >= r["prompt_len"], 1.0, PROMPT_WEIGHT)
+    return ids_next.to(device), f_in.to(device), f_tgt.to(device), w.to(device)
+
+
+def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: bool):
+    ids_next, f_in, f_tgt, w = batch
+    if train and noise > 0:
+        f_in = f_in + (torch.rand_like(f_in) * 2 - 1) * noise
+    with torch.no_grad():
+        emb = embed(ids_next)
+    n = f_in.shape[1]
+    pred = head(emb, f_in, torch.arange(n, device=f_in.device))  # (B, n, H)
+    wsum = w.sum().clamp(min=1.0)
+    l_feat = (F.smooth_l1_loss(pred, f_tgt, reduction="none").mean(-1) * w).sum() / wsum
+    with torch.no_grad():
+        p_tgt = torch.softmax(f_tgt @ lm_w.T, -1)  # (B, n, N)
+    logq = torch.log_softmax(pred @ lm_w.T, -1)
+    l_ce = (-(p_tgt * logq).sum(-1) * w).sum() / wsum
+    with torch.no_grad():
+        resp = w == 1.0
+        top = logq.topk(5, -1).indices
+        tgt = p_tgt.argmax(-1, keepdim=True)
+        top1 = ((top[..., :1] == tgt).squeeze(-1) & resp).sum().item()
+        top5 = ((top == tgt).any(-1) & resp).sum().item()
+        count = resp.sum().item()
+    return l_feat + ce_weight * l_ce, l_feat.item(), l_ce.item(), top1, top5, count
+
+
+def evaluate(head, embed, lm_w, records, holdout, args, device):
+    head.eval()
+    t1 = t5 = cnt = 0
+    lf = []
+    with torch.no_grad():
+        for idx in make_batches(records, args.tokens_per_batch, args.max_seq, 0):
+            idx = [i for i in idx if i in holdout]
+            if not idx:
+                continue
+            _, l_f, _, a, b, c = step_loss(head, embed, lm_w, collate(records, idx, args.max_seq, device), 0, 0, False)
+            t1, t5, cnt = t1 + a, t5 + b, cnt + c
+            lf.append(l_f)
+    head.train()
+    return {"top1": t1 / max(cnt, 1), "top5": t5 / max(cnt, 1), "feat_loss": sum(lf) / max(len(lf), 1)}
+
+
+def run_train(args):
+    torch.set_num_threads(args.threads)
+    os.makedirs(args.out, exist_ok=True)
+    target = load_target()
+    device = target.device
+    records = load_shards(args.data)
+    if not records:
+        raise SystemExit(f"no shards in {args.data}: run `python -m eagle_core.train gen` first")
+    rng = random.Random(args.seed)
+    ids = list(range(len(records)))
+    rng.shuffle(ids)
+    holdout = set(ids[:args.holdout])
+    train_recs = [records[i] for i in ids[args.holdout:]]
+    hold_recs = [records[i] for i in ids[:args.holdout]]
+    V = target.vocab_size
+    vocab = draft_vocabulary(train_recs, args.draft_vocab, V) if args.draft_vocab else list(range(V))
+    lm_w = target.lm_head.weight.detach()[torch.tensor(vocab)].clone()
+    embed = target.embed
+    n_tok = sum(len(r["ids"]) for r in train_recs)
+    n_resp = sum(len(r["ids"]) - r["prompt_len"] for r in train_recs)
+    info = {"sequences": len(train_recs), "tokens": n_tok, "response_tokens": n_resp, "holdout": len(hold_recs),
+            "draft_vocab": len(vocab), "draft_vocab_coverage": coverage(hold_recs, vocab)}
+    print(json.dumps(info), flush=True)
+
+    torch.manual_seed(args.seed)
+    head = EagleHead(HeadConfig.for_target(target.config)).to(device)
+    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    per_epoch = len(make_batches(train_recs, args.tokens_per_batch, args.max_seq, 0))
+    total_steps = per_epoch * args.epochs
+    warm = max(1, total_steps // 50)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps))))
+    state = {"epoch": 0, "batch": 0, "step": 0, "elapsed": 0.0}
+    ckpt = os.path.join(args.out, "ckpt.pt")
+    if os.path.exists(ckpt):
+        c = torch.load(ckpt, weights_only=False)
+        head.load_state_dict(c["head"]); opt.load_state_dict(c["opt"]); sched.load_state_dict(c["sched"])
+        state = c["state"]
+        torch.set_rng_state(c["rng"])
+        print(f"resumed at epoch {state['epoch']} batch {state['batch']} (step {state['step']})", flush=True)
+    with open(os.path.join(args.out, "info.json"), "w") as f:
+        json.dump({**info, "args": {k: v for k, v in vars(args).items() if k != "func"}}, f, indent=2)
+    with open(os.path.join(args.out, "draft_vocab.json"), "w") as f:
+        json.dump({"token_ids": vocab}, f)
+
+    def save():
+        tmp = ckpt + ".tmp"
+        torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "state": state,
+                    "rng": torch.get_rng_state(), "config": head.config.to_json_dict()}, tmp)
+        os.replace(tmp, ckpt)
+
+    log = open(os.path.join(args.out, "log.jsonl"), "a")
+    t_session, t_ckpt = time.time(), time.time()
+    head.train()
+    while state["epoch"] < args.epochs:
+        batches = make_batches(train_recs, args.tokens_per_batch, args.max_seq, args.seed + state["epoch"])
+        acc = [0, 0, 0, 0.0, 0.0, 0]
+        while state["batch"] < len(batches):
+            t0 = time.time()
+            batch = collate(train_recs, batches[state["batch"]], args.max_seq, device)
+            loss, lf, lc, a, b, c = step_loss(head, embed, lm_w, batch, args.noise, args.ce_weight, True)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
+            opt.step(); sched.step()
+            state["batch"] += 1; state["step"] += 1
+            state["elapsed"] += time.time() - t0
+            acc = [acc[0] + a, acc[1] + b, acc[2] + c, acc[3] + lf, acc[4] + lc, acc[5] + 1]
+            if state["step"] % 10 == 0:
+                rec = {"step": state["step"], "epoch": state["epoch"] + state["batch"] / len(batches),
+                       "feat_loss": acc[3] / acc[5], "ce_loss": acc[4] / acc[5], "train_top1": acc[0] / max(acc[2], 1),
+                       "lr": sched.get_last_lr()[0], "elapsed_s": round(state["elapsed"], 1)}
+                log.write(json.dumps(rec) + "\n"); log.flush()
+                print(json.dumps(rec), flush=True)
+                acc = [0, 0, 0, 0.0, 0.0, 0]
+            if time.time() - t_ckpt > args.ckpt_minutes * 60:
+                save(); t_ckpt = time.time()
+            if args.max_minutes and time.time() - t_session > args.max_minutes * 60:
+                save()
+                print("time budget reached; rerun the same command to resume", flush=True)
+                return
+        ev = evaluate(head, embed, lm_w, hold_recs, set(range(len(hold_recs))), args, device)
+        rec = {"epoch_end": state["epoch"] + 1, "step": state["step"], "elapsed_s": round(state["elapsed"], 1), **ev}
+        log.write(json.dumps(rec) + "\n"); log.flush()
+        print(json.dumps(rec), flush=True)
+        state["epoch"] += 1; state["batch"] = 0
+        save()
+        run_export_from(head, vocab, os.path.join(args.out, "head"), info, state)
+    print("training done", flush=True)
+
+
+def run_export_from(head, vocab, out, info, state):
+    save_head(head, out, draft_vocab=vocab, dtype=torch.float16,
+              meta={"trained_on": info, "epochs": state["epoch"], "steps": state["step"]})
+
+
+def run_export(args):
+    c = torch.load(os.path.join(args.run, "ckpt.pt"), weights_only=False)
+    head = EagleHead(HeadConfig.from_json_dict(c["config"]))
+    head.load_state_dict(c["head"])
+    with open(os.path.join(args.run, "draft_vocab.json")) as f:
+        vocab = json.load(f)["token_ids"]
+    with open(os.path.join(args.run, "info.json")) as f:
+        info = json.load(f)
+    info.pop("args", None)
+    run_export_from(head, vocab, args.out, info, c["state"])
+    print(f"wrote {args.out}")

@@ -14,6 +14,8 @@ L, a draft node at depth d is fed at head position L + d - 1.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .config import DecodeSettings
@@ -116,10 +118,9 @@ class Drafter:
         feats_of: dict[int, torch.Tensor] = {0: root_feat}  # predicted feature AT each node
         logq = torch.log_softmax(self._logits(root_feat[None]), -1)[0]
         top_v, top_i = logq.topk(min(k, logq.shape[-1]))
-        ids = self._ids(top_i).tolist()
         frontier = []
-        for v, t in zip(top_v.tolist(), ids):
-            tokens.append(t); parents.append(0); q.append(float(torch.tensor(v).exp())); scores.append(v)
+        for v, t in zip(top_v.tolist(), self._ids(top_i).tolist()):
+            tokens.append(t); parents.append(0); q.append(math.exp(v)); scores.append(v)
             frontier.append(len(tokens) - 1)
         for d in range(1, depth):
             pf = torch.stack([feats_of[parents[i]] for i in frontier])
@@ -128,15 +129,16 @@ class Drafter:
                 feats_of[node] = out[j]
             logq = torch.log_softmax(self._logits(out), -1)  # (m, N)
             top_v, top_i = logq.topk(min(k, logq.shape[-1]), dim=-1)  # (m, k)
-            cum = torch.tensor([scores[i] for i in frontier], device=top_v.device)[:, None] + top_v
-            ids = self._ids(top_i).tolist()
+            # one host transfer per depth, not one per element
+            cum = (torch.tensor([scores[i] for i in frontier], device=top_v.device)[:, None] + top_v).tolist()
+            qs, ids = top_v.exp().tolist(), self._ids(top_i).tolist()
             new = []
             for j, node in enumerate(frontier):
-                for r in range(top_v.shape[1]):
-                    tokens.append(ids[j][r]); parents.append(node)
-                    q.append(float(top_v[j, r].exp())); scores.append(float(cum[j, r]))
+                for r in range(len(ids[j])):
+                    tokens.append(ids[j][r]); parents.append(node); q.append(qs[j][r]); scores.append(cum[j][r])
                     new.append(len(tokens) - 1)
-            best = torch.tensor([scores[i] for i in new]).topk(min(k, len(new))).indices.tolist()
+            # the next frontier: the best top_k of this depth's new nodes by cumulative score
+            best = sorted(range(len(new)), key=lambda b: -scores[new[b]])[:k]
             frontier = sorted(new[b] for b in best)
         keep = [0] + [i + 1 for i in select_closed_top(scores[1:], [p - 1 if p > 0 else -1 for p in parents[1:]],
                                                        s.total_tokens)]
@@ -168,7 +170,7 @@ class Drafter:
                 lq = dists[par]
                 rank_v, rank_i = lq.topk(p[-1] + 1)
                 v, t = float(rank_v[-1]), int(self._ids(rank_i[-1:])[0])
-                tokens.append(t); parents.append(par); q.append(float(torch.tensor(v).exp())); scores.append(scores[par] + v)
+                tokens.append(t); parents.append(par); q.append(math.exp(v)); scores.append(scores[par] + v)
                 node_of[p] = len(tokens) - 1
         return DraftTree(tuple(tokens), tuple(parents), tuple(q), tuple(scores))
 
@@ -195,6 +197,6 @@ class Drafter:
                 qd = torch.zeros(self.target.vocab_size)
                 qd[self._ids(torch.arange(probs.shape[0], device=probs.device)).cpu()] = probs.cpu()
             tokens.append(tok); parents.append(len(tokens) - 2); q.append(qv)
-            scores.append(scores[-1] + float(torch.tensor(max(qv, 1e-30)).log())); q_dists.append(qd)
+            scores.append(scores[-1] + math.log(max(qv, 1e-30))); q_dists.append(qd)
         return DraftTree(tuple(tokens), tuple(parents), tuple(q), tuple(scores),
                          q_dists=tuple(q_dists) if not s.greedy else None)

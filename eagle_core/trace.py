@@ -55,7 +55,8 @@ class CycleRecord:
     bonus_text: str
     committed_ids: tuple[int, ...]  # tokens this cycle added to the output (accepted drafts + bonus,
     #                               truncated at EOS / max_new_tokens)
-    committed_text: str
+    committed_text: str  # output text added since the previous cycle (cycle 0 also carries the
+    #                      prefill's first token; an incomplete UTF-8 character waits a cycle)
     draft_ms: float  # time spent drafting (EAGLE head)
     verify_ms: float  # time spent in the target forward + acceptance
     rule: str  # "greedy", "point_mass" (sampled tree, deterministic drafts) or "ratio" (min(1, p/q))

@@ -21,9 +21,12 @@ PROMPTS = ["a", "hello world", "the quick brown fox jumps over the lazy dog " * 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 @pytest.mark.parametrize("tree", list(TREES))
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_eagle_greedy_equals_vanilla(kind, tree, seed):
-    target = tiny_target(kind, seed=seed)
+@pytest.mark.parametrize("seed, vocab", [(0, 24), (1, 8), (2, 24), (3, 8)])
+def test_eagle_greedy_equals_vanilla(kind, tree, seed, vocab):
+    """The oracle: EAGLE greedy output is vanilla greedy output, token for token. With vocab 8
+    and 8-way branching the drafts cover the whole vocabulary, so long accepted paths, cache
+    compaction and the bonus after a fully accepted path are all exercised."""
+    target = tiny_target(kind, seed=seed, vocab=vocab)
     engine = Engine(target, tiny_head(target, seed=seed + 10))
     for prompt in PROMPTS:
         van = engine.run(prompt, DecodeSettings(method="vanilla", max_new_tokens=40, chat_template=False))
@@ -37,13 +40,13 @@ def test_eagle_greedy_equals_vanilla(kind, tree, seed):
 
 
 def test_untrained_head_still_accepts_on_tiny_vocab():
-    """With 24 tokens and top-8 branching, even a random head is often right: make sure the
+    """With 8 tokens and 8-way branching even a random head is often right: make sure the
     multi-token acceptance path (and cache compaction) is really exercised by the oracle test."""
-    target = tiny_target("llama", seed=3)
-    engine = Engine(target, tiny_head(target, seed=4))
+    target = tiny_target("llama", seed=2, vocab=8)
+    engine = Engine(target, tiny_head(target, seed=1))
     run = engine.run("hello", DecodeSettings(max_new_tokens=60, chat_template=False, **TREES["eagle2-wide"]))
-    assert max(c.accepted_drafts for c in run.cycles) >= 2
-    assert run.summary.tau > 1.2
+    assert max(c.accepted_drafts for c in run.cycles) >= 3
+    assert run.summary.tau > 2.0
 
 
 def test_eager_attention_and_reduced_vocab_agree():
@@ -117,10 +120,10 @@ def test_sampled_rules_recorded():
 def test_stop_conditions():
     target = tiny_target("llama", seed=11, ctx=48)
     engine = Engine(target, tiny_head(target))
-    run = engine.run("x" * 40, DecodeSettings(max_new_tokens=100, chat_template=False, **TREES["eagle2"]))
+    run = engine.run("x" * 40, DecodeSettings(max_new_tokens=40, chat_template=False, **TREES["eagle2"]))
     assert run.summary.stop_reason == "context_full"
     assert run.summary.prompt_tokens + run.summary.new_tokens <= 48 + 1
-    van = engine.run("x" * 40, DecodeSettings(method="vanilla", max_new_tokens=100, chat_template=False))
+    van = engine.run("x" * 40, DecodeSettings(method="vanilla", max_new_tokens=40, chat_template=False))
     assert van.summary.token_ids == run.summary.token_ids
     one = engine.run("abc", DecodeSettings(max_new_tokens=1, chat_template=False))
     assert one.summary.new_tokens == 1 and one.summary.stop_reason == "max_new_tokens" and not one.cycles
@@ -171,11 +174,11 @@ def test_bad_prompts():
     engine = Engine(target, tiny_head(target))
     for p in ("", "   \n\t"):
         with pytest.raises(ValueError, match="empty"):
-            engine.generate(p, DecodeSettings(chat_template=False))
-    with pytest.raises(ValueError, match="64 tokens"):
-        engine.generate("y" * 100, DecodeSettings(chat_template=False))
+            engine.generate(p, DecodeSettings(max_new_tokens=16, chat_template=False))
+    with pytest.raises(ValueError, match="100 tokens long.*64 tokens"):
+        engine.generate("y" * 100, DecodeSettings(max_new_tokens=16, chat_template=False))
     with pytest.raises(ValueError, match="head"):
-        Engine(target).generate("hi", DecodeSettings(method="eagle2", chat_template=False))
+        Engine(target).generate("hi", DecodeSettings(method="eagle2", max_new_tokens=16, chat_template=False))
 
 
 def test_head_target_mismatch():

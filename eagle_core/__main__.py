@@ -1,0 +1,109 @@
+"""Command line: `python -m eagle_core generate --prompt "..." --method eagle|vanilla [...]`.
+
+Prints the generated text and a run summary; with --json, one JSON object (text, new_tokens,
+target_forwards, tau, tokens_per_s, stop_reason, ...) so scripts can rely on it; with
+--trace FILE, the full per-cycle trace (the app can replay it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+METHOD_ALIASES = {"eagle": "eagle2", "eagle2": "eagle2", "eagle1": "eagle1", "chain": "chain", "vanilla": "vanilla"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m eagle_core", description="EAGLE speculative decoding")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="decode one prompt")
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--method", default="eagle", help="eagle (= eagle2 dynamic tree), eagle1 (static tree), chain, vanilla")
+    g.add_argument("--max-new-tokens", type=int, default=128)
+    g.add_argument("--preset", default=None, help="tree preset: cpu (default on CPU), gpu (published EAGLE-2), small")
+    g.add_argument("--depth", type=int, default=None)
+    g.add_argument("--tree-top-k", type=int, default=None, help="EAGLE-2 branching / frontier width")
+    g.add_argument("--total-tokens", type=int, default=None, help="EAGLE-2 draft tokens verified per cycle")
+    g.add_argument("--chain-length", type=int, default=None)
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--no-chat-template", action="store_true", help="feed the prompt as raw text")
+    g.add_argument("--model", default=None, help="hub id or directory (default: embedded SmolLM2-135M-Instruct)")
+    g.add_argument("--head", default=None, help="EAGLE head directory (default: the shipped head)")
+    g.add_argument("--device", default=None, help="cpu, cuda, mps (default: auto)")
+    g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    g.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    g.add_argument("--trace", default=None, help="write the full trace JSON to this file")
+    return ap
+
+
+def settings_from_args(a, device: str):
+    from .config import DecodeSettings, PRESETS
+
+    method = METHOD_ALIASES.get(a.method)
+    if method is None:
+        raise ValueError(f"unknown method {a.method!r}; choose one of eagle, eagle1, chain, vanilla")
+    preset = a.preset or ("gpu" if device.startswith("cuda") else "cpu")
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    kw = dict(PRESETS[preset])
+    for name in ("depth", "tree_top_k", "total_tokens", "chain_length"):
+        if getattr(a, name) is not None:
+            kw[name] = getattr(a, name)
+    return DecodeSettings(method=method, max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p,
+                          top_k=a.top_k, seed=a.seed, chat_template=not a.no_chat_template, **kw)
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    import torch
+
+    from .decode import Engine
+    from .heads import load_default_head
+    from .target import load_target, pick_device
+    from .trace import run_to_json
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    try:
+        device = pick_device(a.device)
+        settings = settings_from_args(a, device)
+        target = load_target(a.model, device=device)
+        head, vocab, name = (None, None, "") if settings.method == "vanilla" and not a.head else load_default_head(target, a.head)
+        engine = Engine(target, head, vocab, name)
+        gen = engine.generate(a.prompt, settings)
+        for cycle in gen:
+            if not a.json:
+                sys.stdout.write(cycle.committed_text)
+                sys.stdout.flush()
+        run = gen.run
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    s = run.summary
+    if a.trace:
+        with open(a.trace, "w", encoding="utf-8") as f:
+            f.write(run_to_json(run))
+    if a.json:
+        print(json.dumps({
+            "text": s.text, "new_tokens": s.new_tokens, "target_forwards": s.target_forwards, "tau": round(s.tau, 4),
+            "tokens_per_s": round(s.tokens_per_s, 3), "stop_reason": s.stop_reason, "method": s.method,
+            "cycles": s.cycles, "wall_s": round(s.wall_s, 4), "draft_s": round(s.draft_s, 4),
+            "verify_s": round(s.verify_s, 4), "prompt_tokens": s.prompt_tokens, "model": s.model, "head": s.head,
+            "device": s.device, "token_ids": list(s.token_ids), "settings": s.settings,
+        }, ensure_ascii=False))
+    else:
+        if not run.cycles:
+            print(s.text, end="")
+        print()
+        print(f"--- {s.method}: {s.new_tokens} new tokens in {s.wall_s:.2f} s = {s.tokens_per_s:.1f} tok/s | "
+              f"target forwards {s.target_forwards} | tau {s.tau:.2f} | draft {s.draft_s:.2f} s, verify "
+              f"{s.verify_s:.2f} s | stop: {s.stop_reason} | {target.describe()}, head: {s.head or 'none'}",
+              file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,10 +11,11 @@ from .decode import Engine, Generation
 from .head import EagleHead, HeadConfig, load_head, save_head
 from .heads import load_default_head, random_head
 from .target import Target, from_model, load_target
-from .trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DraftNode, Run, RunSummary, run_from_json, run_to_json
+from .trace import (ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DraftNode, Run, RunSummary, run_from_dict, run_from_json,
+                    run_to_dict, run_to_json)
 
 __all__ = [
     "ACCEPTED", "NOT_REACHED", "REJECTED", "CycleRecord", "DecodeSettings", "DraftNode", "EagleHead", "Engine",
     "Generation", "HeadConfig", "METHODS", "METHOD_LABELS", "PRESETS", "Run", "RunSummary", "Target", "from_model",
-    "load_default_head", "load_head", "load_target", "preset", "random_head", "run_from_json", "run_to_json", "save_head",
+    "load_default_head", "load_head", "load_target", "preset", "random_head", "run_from_dict", "run_from_json", "run_to_dict", "run_to_json", "save_head",
 ]

@@ -62,10 +62,12 @@ class Sample:
         return len(self.token_ids)
 
 
-def load_prompts(path: str, limit: int | None = None, merge_mt_bench: bool = False) -> list[Prompt]:
+def load_prompts(path: str, limit: int | None = None, merge_mt_bench: bool = False,
+                 per_category: int | None = None) -> list[Prompt]:
     """JSONL with a `prompt` field, or `turns` (MT-bench / Spec-Bench: the first turn is used),
-    and an optional `category`."""
+    and an optional `category`; `per_category` keeps the first N of each category."""
     prompts = []
+    seen: dict[str, int] = {}
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
@@ -80,6 +82,9 @@ def load_prompts(path: str, limit: int | None = None, merge_mt_bench: bool = Fal
             cat = str(d.get("category") or "all")
             if merge_mt_bench and cat in MT_BENCH_CATEGORIES:
                 cat = "mt_bench"
+            if per_category is not None and seen.get(cat, 0) >= per_category:
+                continue
+            seen[cat] = seen.get(cat, 0) + 1
             prompts.append(Prompt(len(prompts), text, cat))
             if limit is not None and len(prompts) >= limit:
                 break
@@ -191,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--prompts", required=True, help="JSONL: 'prompt' or 'turns' (first turn used), optional 'category'")
     ap.add_argument("--limit", type=int, default=None, help="use the first N prompts")
+    ap.add_argument("--per-category", type=int, default=None, help="use the first N prompts of each category")
     ap.add_argument("--merge-mt-bench", action="store_true",
                     help="report MT-bench's eight categories as one 'mt_bench' category (Spec-Bench style)")
     ap.add_argument("--methods", default="vanilla,hf,hf-pld,eagle", help=f"comma list of {','.join(METHOD_NAMES)}")
@@ -244,7 +250,7 @@ def main(argv=None) -> dict:
         pass
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
 
-    prompts = load_prompts(args.prompts, args.limit, args.merge_mt_bench)
+    prompts = load_prompts(args.prompts, args.limit, args.merge_mt_bench, args.per_category)
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                               top_k=args.top_k, depth=args.depth, tree_top_k=args.tree_top_k,
                               total_tokens=args.total_tokens, chain_length=args.chain_length,

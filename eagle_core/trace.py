@@ -148,7 +148,7 @@ def run_from_dict(d: dict) -> Run:
             first_token_id=d.get("first_token_id"),
             first_token_text=d.get("first_token_text", ""),
         )
-    except (KeyError, TypeError) as e:
+    except (KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"malformed EAGLE trace: {e}") from e
 
 

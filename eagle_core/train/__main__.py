@@ -37,7 +37,10 @@ def main(argv=None):
     t.add_argument("--noise", type=float, default=0.1, help="uniform noise on input features (+-)")
     t.add_argument("--ce-weight", type=float, default=0.1)
     t.add_argument("--draft-vocab", type=int, default=8192, help="0 = full vocabulary")
-    t.add_argument("--holdout", type=int, default=64, help="sequences held out for accuracy")
+    t.add_argument("--holdout-shards", type=int, default=2, help="the first N shards are held out (accuracy)")
+    t.add_argument("--unroll", type=int, default=1, help="2 = also train on the head's own predicted features")
+    t.add_argument("--max-shards", type=int, default=None, help="train on at most N shards")
+    t.add_argument("--init", default=None, help="warm start: a ckpt.pt of an earlier run")
     t.add_argument("--ckpt-minutes", type=float, default=3.0)
     t.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0 = no limit")
     t.add_argument("--seed", type=int, default=0)
@@ -50,11 +53,18 @@ def main(argv=None):
     v = sub.add_parser("eval", help="tau and per-depth acceptance on eval prompt sets")
     v.add_argument("--head", default=None)
     v.add_argument("--prompts", nargs="+", default=[os.path.normpath(os.path.join(SHARED, "eval", "mt_bench_question.jsonl"))])
-    v.add_argument("--limit", type=int, default=20)
+    v.add_argument("--limit", type=int, default=None, help="at most N prompts per file")
+    v.add_argument("--per-category", type=int, default=None, help="at most N prompts per category")
     v.add_argument("--max-new-tokens", type=int, default=128)
-    v.add_argument("--temperature", type=float, default=0.0)
-    v.add_argument("--tree", default="60,6,10", help="total_tokens,depth,top_k")
+    v.add_argument("--temperatures", type=float, nargs="+", default=[0.0])
+    v.add_argument("--trees", nargs="+", default=["60,6,10"], help="total_tokens,depth,top_k (EAGLE-2 tree)")
+    v.add_argument("--draft-vocab", default="head", help="head (the head's own) or full")
+    v.add_argument("--threads", type=int, default=2)
     v.add_argument("--json-out", default=None)
+
+    pl = sub.add_parser("plot", help="loss and accuracy curves of a run as PNG")
+    pl.add_argument("--run", default="runs/head")
+    pl.add_argument("--out", default="docs/img/training.png")
 
     args = ap.parse_args(argv)
     if args.cmd == "gen":
@@ -66,6 +76,9 @@ def main(argv=None):
     elif args.cmd == "export":
         from .loop import run_export
         run_export(args)
+    elif args.cmd == "plot":
+        from .plot import run_plot
+        run_plot(args)
     elif args.cmd == "eval":
         from .evaluate import run_eval
         run_eval(args)

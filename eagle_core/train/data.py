@@ -92,8 +92,9 @@ def generate_shard(target, prompts: list[str], max_new_tokens: int, temperature:
                    seed: int) -> list[dict]:
     """Answer `prompts` in one left-padded batch; return one record per kept sequence."""
     tok = target.tokenizer
-    encoded = [target.encode_prompt(p) for p in prompts]
-    encoded = [e for e in encoded if len(e) <= max_prompt_tokens]
+    encoded = [(i, target.encode_prompt(p)) for i, p in enumerate(prompts)]
+    kept_idx = [i for i, e in encoded if len(e) <= max_prompt_tokens]  # long prompts are skipped
+    encoded = [e for _, e in encoded if len(e) <= max_prompt_tokens]
     if not encoded:
         return []
     pad = tok.pad_token_id if tok.pad_token_id is not None else target.eos_ids[0]
@@ -116,7 +117,7 @@ def generate_shard(target, prompts: list[str], max_new_tokens: int, temperature:
         rec.close()
     eos = set(target.eos_ids)
     records = []
-    for i, e in enumerate(encoded):
+    for i, (e, prompt_idx) in enumerate(zip(encoded, kept_idx)):
         resp = out[i, P:].tolist()
         end = next((j + 1 for j, t in enumerate(resp) if t in eos), len(resp))  # keep the EOS token
         resp = resp[:end]
@@ -126,7 +127,7 @@ def generate_shard(target, prompts: list[str], max_new_tokens: int, temperature:
         f = feats[i, P - len(e):P - len(e) + len(seq) - 1]  # features for positions 0 .. len(seq) - 2
         assert f.shape[0] == len(seq) - 1
         records.append({"ids": torch.tensor(seq, dtype=torch.int32), "feats": f.to(torch.float16).cpu(),
-                        "prompt_len": len(e)})
+                        "prompt_len": len(e), "prompt_index": prompt_idx})
     return records
 
 
@@ -152,8 +153,8 @@ def run_gen(args) -> None:
         t0 = time.time()
         recs = generate_shard(target, [p for p, _ in chunk], args.max_new_tokens, temp, args.max_prompt_tokens,
                               args.seed * 100003 + s)
-        for r, (_, src) in zip(recs, chunk):
-            r["source"] = src
+        for r in recs:
+            r["source"] = chunk[r["prompt_index"]][1]
         torch.save({"records": recs, "temperature": temp, "shard": s}, path + ".tmp")
         os.replace(path + ".tmp", path)
         ntok = sum(len(r["ids"]) - r["prompt_len"] for r in recs)
@@ -163,8 +164,8 @@ def run_gen(args) -> None:
               f"({ntok / el:.0f} tok/s), total {done_tokens} tokens in {time.time() - t_start:.0f}s", flush=True)
 
 
-def load_shards(data_dir: str, limit: int | None = None) -> list[dict]:
-    paths = sorted(glob.glob(os.path.join(data_dir, "shard_*.pt")))[:limit]
+def load_shards(data_dir: str, limit: int | None = None, skip: int = 0) -> list[dict]:
+    paths = sorted(glob.glob(os.path.join(data_dir, "shard_*.pt")))[skip:][:limit]
     recs = []
     for p in paths:
         recs.extend(torch.load(p, weights_only=False)["records"])

@@ -88,20 +88,35 @@ def collate(records, idx, max_seq, device):
     return ids_next.to(device), f_in.to(device), f_tgt.to(device), w.to(device)
 
 
-def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: bool):
+def _losses(pred, f_tgt, p_tgt, lm_w, w, wsum):
+    l_feat = (F.smooth_l1_loss(pred, f_tgt, reduction="none").mean(-1) * w).sum() / wsum
+    logq = torch.log_softmax(pred @ lm_w.T, -1)
+    l_ce = (-(p_tgt * logq).sum(-1) * w).sum() / wsum
+    return l_feat, l_ce, logq
+
+
+def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: bool, unroll: int = 1):
+    """Loss of one batch. unroll = 2 adds a second pass in which the head's own predicted
+    feature for position t (made at t - 1) replaces the true f_t as input, as at draft depth 2;
+    it is weighted like the first pass."""
     ids_next, f_in, f_tgt, w = batch
     if train and noise > 0:
         f_in = f_in + (torch.rand_like(f_in) * 2 - 1) * noise
     with torch.no_grad():
         emb = embed(ids_next)
+        p_tgt = torch.softmax(f_tgt @ lm_w.T, -1)  # (B, n, N) the target's next-token distribution
     n = f_in.shape[1]
-    pred = head(emb, f_in, torch.arange(n, device=f_in.device))  # (B, n, H)
+    pos = torch.arange(n, device=f_in.device)
     wsum = w.sum().clamp(min=1.0)
-    l_feat = (F.smooth_l1_loss(pred, f_tgt, reduction="none").mean(-1) * w).sum() / wsum
-    with torch.no_grad():
-        p_tgt = torch.softmax(f_tgt @ lm_w.T, -1)  # (B, n, N)
-    logq = torch.log_softmax(pred @ lm_w.T, -1)
-    l_ce = (-(p_tgt * logq).sum(-1) * w).sum() / wsum
+    pred = head(emb, f_in, pos)  # (B, n, H)
+    l_feat, l_ce, logq = _losses(pred, f_tgt, p_tgt, lm_w, w, wsum)
+    loss = l_feat + ce_weight * l_ce
+    for _ in range(unroll - 1):
+        f_in = torch.cat([f_in[:, :1], pred[:, :-1]], dim=1)
+        pred = head(emb, f_in, pos)
+        w2 = torch.cat([torch.zeros_like(w[:, :1]), w[:, 1:]], dim=1)
+        l_f2, l_c2, _ = _losses(pred, f_tgt, p_tgt, lm_w, w2, w2.sum().clamp(min=1.0))
+        loss = loss + l_f2 + ce_weight * l_c2
     with torch.no_grad():
         resp = w == 1.0
         top = logq.topk(5, -1).indices
@@ -109,7 +124,7 @@ def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: b
         top1 = ((top[..., :1] == tgt).squeeze(-1) & resp).sum().item()
         top5 = ((top == tgt).any(-1) & resp).sum().item()
         count = resp.sum().item()
-    return l_feat + ce_weight * l_ce, l_feat.item(), l_ce.item(), top1, top5, count
+    return loss, l_feat.item(), l_ce.item(), top1, top5, count
 
 
 def evaluate(head, embed, lm_w, records, holdout, args, device):
@@ -133,15 +148,12 @@ def run_train(args):
     os.makedirs(args.out, exist_ok=True)
     target = load_target()
     device = target.device
-    records = load_shards(args.data)
-    if not records:
+    # the first `holdout_shards` shards are never trained on (held-out accuracy), whatever
+    # else is added later, so warm starts from earlier runs cannot leak into the held-out set
+    hold_recs = load_shards(args.data, limit=args.holdout_shards)
+    train_recs = load_shards(args.data, skip=args.holdout_shards, limit=args.max_shards)
+    if not train_recs:
         raise SystemExit(f"no shards in {args.data}: run `python -m eagle_core.train gen` first")
-    rng = random.Random(args.seed)
-    ids = list(range(len(records)))
-    rng.shuffle(ids)
-    holdout = set(ids[:args.holdout])
-    train_recs = [records[i] for i in ids[args.holdout:]]
-    hold_recs = [records[i] for i in ids[:args.holdout]]
     V = target.vocab_size
     vocab = draft_vocabulary(train_recs, args.draft_vocab, V) if args.draft_vocab else list(range(V))
     lm_w = target.lm_head.weight.detach()[torch.tensor(vocab)].clone()
@@ -154,6 +166,9 @@ def run_train(args):
 
     torch.manual_seed(args.seed)
     head = EagleHead(HeadConfig.for_target(target.config)).to(device)
+    if args.init and not os.path.exists(os.path.join(args.out, "ckpt.pt")):
+        head.load_state_dict(torch.load(args.init, weights_only=False)["head"])  # warm start
+        print(f"initialised from {args.init}", flush=True)
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     per_epoch = len(make_batches(train_recs, args.tokens_per_batch, args.max_seq, 0))
     total_steps = per_epoch * args.epochs
@@ -188,7 +203,7 @@ def run_train(args):
         while state["batch"] < len(batches):
             t0 = time.time()
             batch = collate(train_recs, batches[state["batch"]], args.max_seq, device)
-            loss, lf, lc, a, b, c = step_loss(head, embed, lm_w, batch, args.noise, args.ce_weight, True)
+            loss, lf, lc, a, b, c = step_loss(head, embed, lm_w, batch, args.noise, args.ce_weight, True, args.unroll)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)

@@ -27,8 +27,8 @@ STOPS: dict[str, threading.Event] = {}  # session -> stop flag of its current ge
 TRACE_DIR = tempfile.mkdtemp(prefix="eagle-traces-")
 METHOD_CHOICES = [(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)", m)
                   for m in ("eagle2", "eagle1", "chain", "vanilla")]
-PRESET_CHOICES = [("CPU (depth 5, top-k 8, 24 tokens)", "cpu"), ("GPU, published EAGLE-2 (6, 10, 60)", "gpu"),
-                  ("tiny tree (3, 4, 8)", "small")]
+PRESET_CHOICES = [("readable tree (depth 4, top-k 4, 12 tokens)", "explain"),
+                  ("fastest on a 2-core CPU (2, 2, 4)", "cpu"), ("GPU, published EAGLE-2 (6, 10, 60)", "gpu")]
 
 
 def new_state(eagle=None, vanilla=None, title="") -> dict:
@@ -303,11 +303,11 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step") as demo:
                 compare = gr.Checkbox(True, label="Also decode with vanilla afterwards (fair, one after the other)")
                 max_new = gr.Slider(4, 512, value=48, step=1, label="Max new tokens", elem_id="eg-maxnew")
                 with gr.Accordion("Tree settings", open=False):
-                    preset = gr.Radio(PRESET_CHOICES, value="cpu", label="Preset")
-                    depth = gr.Slider(1, 16, value=PRESETS["cpu"]["depth"], step=1, label="Depth (expansion steps)")
-                    tree_top_k = gr.Slider(1, 32, value=PRESETS["cpu"]["tree_top_k"], step=1,
+                    preset = gr.Radio(PRESET_CHOICES, value="explain", label="Preset")
+                    depth = gr.Slider(1, 16, value=PRESETS["explain"]["depth"], step=1, label="Depth (expansion steps)")
+                    tree_top_k = gr.Slider(1, 32, value=PRESETS["explain"]["tree_top_k"], step=1,
                                            label="Top-k (children per node, frontier width)")
-                    total_tokens = gr.Slider(1, 256, value=PRESETS["cpu"]["total_tokens"], step=1,
+                    total_tokens = gr.Slider(1, 256, value=PRESETS["explain"]["total_tokens"], step=1,
                                              label="Total draft tokens verified per cycle (EAGLE-2)")
                     chain_length = gr.Slider(1, 16, value=4, step=1, label="Chain length (chain method)")
                 with gr.Accordion("Sampling (temperature 0 = greedy, reproducible)", open=False):

@@ -173,13 +173,13 @@ EXAMPLE_RUNS = (  # (file name, title, example label, settings) for `python app_
 
 def make_example_traces(out_dir: str | None = None) -> None:
     """Regenerate assets/traces/ (run again once a trained head ships in assets/)."""
-    from viz.examples import ILLUSTRATION, TRACE_DIR, example_prompts, illustration_runs
+    from viz.examples import TRACE_DIR, example_prompts
     from viz.traces import bundle_to_json
 
+    # Only real runs of the shipped model and head are shipped; the hand-made illustration in
+    # viz.examples stays a test fixture.
     out_dir = out_dir or TRACE_DIR
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "00-illustration.json"), "w", encoding="utf-8") as f:
-        f.write(bundle_to_json(*illustration_runs(), title=f"Illustration: a trained head at work ({ILLUSTRATION})"))
     holder = model_from_env().start()
     holder.ready.wait()
     if holder.engine is None:

@@ -100,12 +100,13 @@ def run_eval(args):
 
 
 def markdown(results) -> str:
-    lines = ["| prompts | tree (total, depth, top_k) | T | category | n | tau | tok/s | acceptance d1..d4 |",
+    lines = ["| prompts | tree (total, depth, top_k) | T | category | n | tau | tok/s | acceptance d1 / d2 / ... |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results["runs"]:
         rows = [("**all**", r["overall"])] + list(r["by_category"].items())
         for cat, s in rows:
-            acc = " / ".join(f"{s['acceptance_by_depth'].get(d, float('nan')):.2f}" for d in (1, 2, 3, 4))
+            by_depth = {int(d): a for d, a in s["acceptance_by_depth"].items()}  # JSON keys are strings
+            acc = " / ".join(f"{by_depth[d]:.2f}" for d in sorted(by_depth))
             lines.append(f"| {r['prompts']} | {tuple(r['tree'])} | {r['temperature']} | {cat} | {s['prompts']} | "
                          f"{s['tau']:.2f} | {s['tokens_per_s']:.1f} | {acc} |")
     return "\n".join(lines)

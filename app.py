@@ -60,8 +60,19 @@ def summary_views(state: dict) -> tuple:
             viz.accepted_length_figure(cycles), viz.acceptance_by_depth_figure(cycles), viz.timing_figure(e, v))
 
 
+def showcase_cycle(cycles) -> int | None:
+    """1-based index of the cycle to show when a run ends: the one that accepted the most drafts
+    (the earliest of equals), so the page opens on a real tree rather than on a final cycle
+    that had no room left to draft."""
+    drafted = [c for c in cycles if c.n_draft > 0]
+    if not drafted:
+        return None
+    best = max(drafted, key=lambda c: (c.accepted_drafts, -c.step))
+    return cycles.index(best) + 1
+
+
 def all_views(state: dict) -> tuple:
-    return cycle_views(state, None) + summary_views(state)
+    return cycle_views(state, showcase_cycle(state["cycles"])) + summary_views(state)
 
 
 def session_id(request: gr.Request | None) -> str:

@@ -22,7 +22,7 @@ from viz.examples import cartesian_tree_cycle, example_prompts, example_traces, 
 from viz.learn import FEATURES, GLOSSARY, INTRO, OTHERS, TREE, VERIFY
 
 MODEL = model_from_env()
-UI_INTERVAL_S = 0.3  # redraw at most ~3x a second: drawing must not slow the decode thread
+UI_INTERVAL_S = 0.5  # redraw at most twice a second: drawing shares the GIL and the 2 cores with the decode thread
 STOPS: dict[str, threading.Event] = {}  # session -> stop flag of its current generation
 TRACE_DIR = tempfile.mkdtemp(prefix="eagle-traces-")
 METHOD_CHOICES = [(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)", m)

@@ -21,19 +21,9 @@ from ..target import load_target
 
 def load_eval_prompts(path: str, per_category: int | None = None) -> list[tuple[str, str]]:
     """(category, first turn) pairs; at most `per_category` from each category, in file order."""
-    out, seen = [], defaultdict(int)
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            p = r.get("prompt") or (r.get("turns") or [None])[0]
-            cat = r.get("category", "all")
-            if not isinstance(p, str) or (per_category and seen[cat] >= per_category):
-                continue
-            seen[cat] += 1
-            out.append((cat, p))
-    return out
+    from ..bench import load_prompts
+
+    return [(p.category, p.text) for p in load_prompts(path, per_category=per_category)]
 
 
 def depth_acceptance(cycles) -> dict[int, float]:

@@ -21,7 +21,7 @@ import torch
 from .config import DecodeSettings
 from .draft import Drafter
 from .trace import ACCEPTED, CycleRecord, DraftNode, Run, RunSummary
-from .tree import DraftTree, children_lists, tree_attention_mask, tree_positions
+from .tree import DraftTree, tree_attention_mask, tree_positions
 from .verify import Verdict, logits_to_probs, sample, verify_greedy, verify_point_mass, verify_ratio
 
 HEAD_SCRATCH = 1024  # head-cache room for one cycle's tree nodes beyond the committed context
@@ -197,21 +197,17 @@ class Generation:
         so one product over every node costs about what one row costs: do it once per cycle."""
         s, tgt = self.s, self.engine.target
         rows = tgt.logits(feats)  # (n, V)
-
-        def logits_at(i):
-            return rows[i]
-
         dists: dict[int, torch.Tensor] = {}
         if s.greedy:
             def prob(i, tok):
                 if i not in dists:
-                    dists[i] = torch.softmax(logits_at(i), -1)
+                    dists[i] = torch.softmax(rows[i], -1)
                 return float(dists[i][tok])
-            return verify_greedy(tree.tokens, tree.parents, lambda i: int(logits_at(i).argmax()), prob)
+            return verify_greedy(tree.tokens, tree.parents, lambda i: int(rows[i].argmax()), prob)
 
         def dist(i):
             if i not in dists:
-                dists[i] = logits_to_probs(logits_at(i), s.temperature, s.top_p, s.top_k).cpu()
+                dists[i] = logits_to_probs(rows[i], s.temperature, s.top_p, s.top_k).cpu()
             return dists[i]
         if tree.q_dists is not None:
             return verify_ratio(tree.tokens, tree.parents, dist, tree.q_dists, gen)

@@ -77,13 +77,9 @@ class Verdict:
 DistFn = Callable[[int], torch.Tensor]
 
 
-def _finish(n, accepted, children, decisions):
+def _finish(decisions):
     """Every node that was never tested (its parent was not accepted) is NOT_REACHED."""
-    out = list(decisions)
-    for i in range(1, n):
-        if out[i] is None:
-            out[i] = NOT_REACHED
-    return tuple(out)
+    return tuple(NOT_REACHED if d is None else d for d in decisions)
 
 
 def verify_greedy(tokens, parents, argmax: Callable[[int], int], prob: Callable[[int, int], float] | None = None) -> Verdict:
@@ -105,7 +101,7 @@ def verify_greedy(tokens, parents, argmax: Callable[[int], int], prob: Callable[
                 decisions[c] = REJECTED
         if nxt is None:
             bonus_p = prob(node, best) if prob is not None else None
-            return Verdict(tuple(accepted), best, _finish(n, accepted, children, decisions), tuple(p),
+            return Verdict(tuple(accepted), best, _finish(decisions), tuple(p),
                            (None,) * n, (None,) * n, bonus_p)
         accepted.append(nxt)
         node = nxt
@@ -136,7 +132,7 @@ def verify_point_mass(tokens, parents, dist: DistFn, generator: torch.Generator 
         if nxt is None:
             residual = residual / residual.sum()
             bonus = sample(residual, generator)
-            return Verdict(tuple(accepted), bonus, _finish(n, accepted, children, decisions), tuple(p),
+            return Verdict(tuple(accepted), bonus, _finish(decisions), tuple(p),
                            tuple(u), tuple(p_test), float(dist(node)[bonus]))
         accepted.append(nxt)
         node = nxt
@@ -159,7 +155,7 @@ def verify_ratio(tokens, parents, dist: DistFn, q_dists, generator: torch.Genera
         pd = dist(node)
         if not children[node]:
             bonus = sample(pd, generator)
-            return Verdict(tuple(accepted), bonus, _finish(n, accepted, children, decisions), tuple(p),
+            return Verdict(tuple(accepted), bonus, _finish(decisions), tuple(p),
                            tuple(u), tuple(p_test), float(pd[bonus]))
         c = children[node][0]
         qd = q_dists[c].to(pd.device).float()
@@ -178,6 +174,6 @@ def verify_ratio(tokens, parents, dist: DistFn, q_dists, generator: torch.Genera
         # total == 0 only if p == q exactly, where rejection has probability 0; guard anyway
         residual = residual / total if total > 0 else pd
         bonus = sample(residual, generator)
-        return Verdict(tuple(accepted), bonus, _finish(n, accepted, children, decisions), tuple(p),
+        return Verdict(tuple(accepted), bonus, _finish(decisions), tuple(p),
                        tuple(u), tuple(p_test), float(pd[bonus]))
 

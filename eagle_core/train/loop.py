@@ -127,15 +127,13 @@ def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: b
     return loss, l_feat.item(), l_ce.item(), top1, top5, count
 
 
-def evaluate(head, embed, lm_w, records, holdout, args, device):
+def evaluate(head, embed, lm_w, records, args, device):
+    """Held-out top-1 / top-5 and feature loss over `records` (teacher-forced, no noise)."""
     head.eval()
     t1 = t5 = cnt = 0
     lf = []
     with torch.no_grad():
         for idx in make_batches(records, args.tokens_per_batch, args.max_seq, 0):
-            idx = [i for i in idx if i in holdout]
-            if not idx:
-                continue
             _, l_f, _, a, b, c = step_loss(head, embed, lm_w, collate(records, idx, args.max_seq, device), 0, 0, False)
             t1, t5, cnt = t1 + a, t5 + b, cnt + c
             lf.append(l_f)
@@ -224,7 +222,7 @@ def run_train(args):
                 save()
                 print("time budget reached; rerun the same command to resume", flush=True)
                 return
-        ev = evaluate(head, embed, lm_w, hold_recs, set(range(len(hold_recs))), args, device)
+        ev = evaluate(head, embed, lm_w, hold_recs, args, device)
         rec = {"epoch_end": state["epoch"] + 1, "step": state["step"], "elapsed_s": round(state["elapsed"], 1), **ev}
         log.write(json.dumps(rec) + "\n"); log.flush()
         print(json.dumps(rec), flush=True)

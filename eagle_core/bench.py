@@ -19,7 +19,11 @@ engine itself never does). Aggregation, tables and charts live in `bench_report.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
+import hashlib
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -38,6 +42,11 @@ class Prompt:
     index: int
     text: str
     category: str
+
+    @property
+    def key(self) -> str:
+        """Identifies the prompt in a journal independently of its position in a selection."""
+        return hashlib.sha1(self.text.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -63,11 +72,17 @@ class Sample:
 
 
 def load_prompts(path: str, limit: int | None = None, merge_mt_bench: bool = False,
-                 per_category: int | None = None) -> list[Prompt]:
+                 per_category: int | None = None, categories: list[str] | None = None) -> list[Prompt]:
     """JSONL with a `prompt` field, or `turns` (MT-bench / Spec-Bench: the first turn is used),
-    and an optional `category`; `per_category` keeps the first N of each category."""
+    and an optional `category`; `per_category` keeps the first N of each category; `categories`
+    keeps only those categories (the name "mt_bench" stands for MT-bench's eight)."""
     prompts = []
     seen: dict[str, int] = {}
+    wanted = None
+    if categories:
+        wanted = set()
+        for c in categories:
+            wanted.update(MT_BENCH_CATEGORIES + ("mt_bench",) if c == "mt_bench" else (c,))
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
@@ -80,6 +95,8 @@ def load_prompts(path: str, limit: int | None = None, merge_mt_bench: bool = Fal
             else:
                 raise ValueError(f"{path}:{line_no}: expected a 'prompt' or 'turns' field")
             cat = str(d.get("category") or "all")
+            if wanted is not None and cat not in wanted:
+                continue
             if merge_mt_bench and cat in MT_BENCH_CATEGORIES:
                 cat = "mt_bench"
             if per_category is not None and seen.get(cat, 0) >= per_category:
@@ -168,26 +185,136 @@ class Runner:
         return Sample(method, prompt.index, repeat, prompt.category, toks, wall, cycles, tau, stop_reason=stop)
 
 
+def sample_to_dict(s: Sample, tokens: bool = True) -> dict:
+    d = {"method": s.method, "prompt": s.prompt_index, "repeat": s.repeat, "category": s.category,
+         "new_tokens": s.new_tokens, "wall_s": round(s.wall_s, 5), "cycles": s.cycles, "tau": s.tau,
+         "draft_s": s.draft_s, "verify_s": s.verify_s, "prefill_s": s.prefill_s, "stop_reason": s.stop_reason}
+    if tokens:
+        d["token_ids"] = list(s.token_ids)
+    return d
+
+
+def sample_from_dict(d: dict) -> Sample:
+    return Sample(d["method"], d["prompt"], d["repeat"], d["category"], tuple(d["token_ids"]), d["wall_s"],
+                  d["cycles"], d["tau"], d.get("draft_s"), d.get("verify_s"), d.get("prefill_s"),
+                  d.get("stop_reason", ""))
+
+
+class Journal:
+    """An append-only JSONL record of a benchmark run, so a run of hours survives interruptions.
+
+    Line 1 is {"journal": KEY}: everything that must not change within one run (model, head, tree,
+    methods, tokens, sampling, seed). Each start of the command appends {"segment": {...}} (when, and
+    the machine's state); each finished prompt appends {"prompt": KEY, "repeat": R, "samples": [...]}
+    with all its methods in one line. Rerunning the same command skips the prompts already done.
+    Prompts are matched by a hash of their text, not their position, so --limit, --per-category and
+    --categories may differ between the run and the reports made from it. A torn last line (the
+    process killed mid-write) is ignored and that prompt is run again.
+    """
+
+    def __init__(self, path: str, key: dict | None = None):
+        self.path, self.key = path, key
+        self.done: dict[tuple[str, int], list[Sample]] = {}
+        self.segments: list[dict] = []
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if key is not None and not text.endswith("\n"):  # drop a torn last line before appending
+                text = text[: text.rfind("\n") + 1]
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+            lines = text.splitlines()
+            try:
+                found = json.loads(lines[0])["journal"]
+            except (ValueError, KeyError, TypeError):
+                raise ValueError(f"{path}: not a benchmark journal") from None
+            if key is not None and found != key:
+                diff = sorted(k for k in set(found) | set(key) if found.get(k) != key.get(k))
+                raise ValueError(f"{path} was written by a run with different settings ({', '.join(diff)}); "
+                                 "use another --journal file, or the same settings to resume")
+            self.key = found
+            for i, line in enumerate(lines[1:], 2):
+                try:
+                    d = json.loads(line)
+                except ValueError:
+                    if i == len(lines):
+                        break  # torn last line
+                    raise ValueError(f"{path}:{i}: unreadable line") from None
+                if "segment" in d:
+                    self.segments.append(d["segment"])
+                elif "prompt" in d:
+                    self.done[(d["prompt"], d["repeat"])] = [sample_from_dict(x) for x in d["samples"]]
+        elif key is None:
+            raise ValueError(f"{path}: no such journal")
+        else:
+            self._append({"journal": key})
+
+    def _append(self, obj: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(obj, separators=(",", ":")) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def start_segment(self, machine: dict, todo: int) -> None:
+        seg = {"started": datetime.datetime.now().isoformat(timespec="seconds"), "todo": todo, **machine}
+        self.segments.append(seg)
+        self._append({"segment": seg})
+
+    def get(self, prompt: Prompt, repeat: int, methods: list[str]) -> list[Sample] | None:
+        """This prompt's samples from an earlier segment, renumbered for the current selection."""
+        old = self.done.get((prompt.key, repeat))
+        if old is None or {s.method for s in old} < set(methods):
+            return None
+        return [dataclasses.replace(s, prompt_index=prompt.index, category=prompt.category)
+                for s in old if s.method in methods]
+
+    def record(self, prompt: Prompt, repeat: int, samples: list[Sample]) -> None:
+        self.done[(prompt.key, repeat)] = samples
+        self._append({"prompt": prompt.key, "repeat": repeat, "samples": [sample_to_dict(s) for s in samples]})
+
+
 def run_benchmark(runner: Runner, prompts: list[Prompt], methods: list[str], repeats: int = 1,
-                  warmup: int = 1, seed: int = 0, log=None) -> list[Sample]:
+                  warmup: int = 1, seed: int = 0, log=None, journal: Journal | None = None) -> list[Sample]:
     """Warm up, then run every method on every prompt, interleaved: for each repeat, for each
-    prompt, all methods in turn. The seed depends on (prompt, repeat) only, never the method."""
+    prompt, all methods in turn. The seed depends on (prompt, repeat) only, never the method.
+    With a journal, prompts it already holds are taken from it and new ones are added to it."""
     encode = runner.target.encode_prompt
-    ids = {p.index: encode(p.text, runner.settings.chat_template) for p in prompts}
-    for p in prompts[:warmup]:
-        for m in methods:
-            runner.run(m, p, ids[p.index], -1, seed, max_new_tokens=min(16, runner.settings.max_new_tokens))
+    todo = [(r, p) for r in range(repeats) for p in prompts
+            if journal is None or journal.get(p, r, methods) is None]
+    if journal is not None:
+        journal.start_segment(_machine(runner), len(todo))
+        if log and len(todo) < repeats * len(prompts):
+            log(f"journal {journal.path}: {repeats * len(prompts) - len(todo)} prompt runs done earlier, "
+                f"{len(todo)} to go")
+    ids = {p.index: encode(p.text, runner.settings.chat_template) for _, p in todo}
+    if todo:
+        for p in [p for _, p in todo][:warmup]:
+            for m in methods:
+                runner.run(m, p, ids[p.index], -1, seed, max_new_tokens=min(16, runner.settings.max_new_tokens))
     samples = []
+    pending = set((r, p.index) for r, p in todo)
     for r in range(repeats):
         for p in prompts:
-            line = []
+            if (r, p.index) not in pending:
+                samples += journal.get(p, r, methods)
+                continue
+            line, mine = [], []
             for m in methods:
                 smp = runner.run(m, p, ids[p.index], r, seed + 1000 * r + p.index)
-                samples.append(smp)
+                mine.append(smp)
                 line.append(f"{m} {smp.new_tokens / smp.wall_s:6.1f} tok/s")
+            samples += mine
+            if journal is not None:
+                journal.record(p, r, mine)
             if log:
                 log(f"[{r + 1}/{repeats}] prompt {p.index + 1}/{len(prompts)} ({p.category}): " + ", ".join(line))
     return samples
+
+
+def _machine(runner: Runner) -> dict:
+    from .bench_report import machine_info
+
+    return machine_info(runner.target.device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--prompts", required=True, help="JSONL: 'prompt' or 'turns' (first turn used), optional 'category'")
     ap.add_argument("--limit", type=int, default=None, help="use the first N prompts")
     ap.add_argument("--per-category", type=int, default=None, help="use the first N prompts of each category")
+    ap.add_argument("--categories", default=None,
+                    help="comma list: use only these categories ('mt_bench' = MT-bench's eight)")
     ap.add_argument("--merge-mt-bench", action="store_true",
                     help="report MT-bench's eight categories as one 'mt_bench' category (Spec-Bench style)")
     ap.add_argument("--methods", default="vanilla,hf,hf-pld,eagle", help=f"comma list of {','.join(METHOD_NAMES)}")
@@ -221,6 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--model", default=None, help="target model (default: the embedded SmolLM2-135M-Instruct)")
     g.add_argument("--device", default=None)
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    g.add_argument("--journal", default=None, metavar="JSONL",
+                   help="append every finished prompt to this file and skip the prompts it already holds: "
+                        "rerun the same command to resume an interrupted run")
+    g.add_argument("--report-only", action="store_true",
+                   help="load no model and run nothing: report the prompts selected from --journal")
     g.add_argument("--json-out", default=None)
     g.add_argument("--md-out", default=None)
     g.add_argument("--png-out", default=None)
@@ -233,56 +367,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> dict:
-    from . import Engine, load_default_head, load_target
-    from .bench_report import machine_info, render_markdown, render_png, replace_block, summarize
+    from .bench_report import render_markdown, render_png, replace_block, summarize
 
     args = build_parser().parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     bad = [m for m in methods if m not in METHOD_NAMES]
     if bad or not methods or len(set(methods)) != len(methods):
         sys.exit(f"--methods: use distinct names from {', '.join(METHOD_NAMES)} (got {args.methods!r})")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:
-        from transformers.utils import logging as hf_logging
-        hf_logging.set_verbosity_error()  # generate() warns about generation flags on every call
-    except ImportError:
-        pass
+    if args.report_only and not args.journal:
+        sys.exit("--report-only needs --journal FILE")
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    cats = [c.strip() for c in args.categories.split(",") if c.strip()] if args.categories else None
+    prompts = load_prompts(args.prompts, args.limit, args.merge_mt_bench, args.per_category, cats)
 
-    prompts = load_prompts(args.prompts, args.limit, args.merge_mt_bench, args.per_category)
-    settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
-                              top_k=args.top_k, depth=args.depth, tree_top_k=args.tree_top_k,
-                              total_tokens=args.total_tokens, chain_length=args.chain_length,
-                              seed=args.seed).validate()
-    target = load_target(args.model, args.device)
-    head = vocab = None
-    head_name = ""
-    if "eagle" in methods:
-        head, vocab, head_name = load_default_head(target, args.head)
-    engine = Engine(target, head, vocab, head_name)
-    log(f"target {target.describe()}; head {head_name or '-'}; {len(prompts)} prompts x {args.repeats} repeats; "
-        f"methods {', '.join(methods)}")
-    runner = Runner(target, engine, settings, args.eagle_method, args.pld_tokens, args.pld_ngram)
-    samples = run_benchmark(runner, prompts, methods, args.repeats, args.warmup, args.seed, log)
-
-    result = summarize(samples, methods, greedy=settings.greedy)
+    if args.report_only:
+        samples, key, segments, n_sel = _from_journal(args.journal, prompts, args.repeats, log)
+        methods = [m for m in key["methods"]]
+        greedy = key["temperature"] == 0
+    else:
+        samples, key, segments = _run(args, methods, prompts, log)
+        greedy = key["temperature"] == 0
+        n_sel = len(prompts)
+    result = summarize(samples, methods, greedy=greedy)
+    n_done = len({s.prompt_index for s in samples})
     result["config"] = {
-        "prompts": args.prompts, "n_prompts": len(prompts), "repeats": args.repeats, "methods": methods,
-        "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_p": args.top_p,
-        "top_k": args.top_k, "eagle": {"method": args.eagle_method, "depth": args.depth,
-                                       "tree_top_k": args.tree_top_k, "total_tokens": args.total_tokens,
-                                       "head": head_name, "draft_vocab": len(vocab) if vocab else None},
-        "pld": {"prompt_lookup_num_tokens": args.pld_tokens, "max_matching_ngram_size": args.pld_ngram},
-        "model": target.describe(), "machine": machine_info(target.device),
+        "prompts": args.prompts, "n_prompts": n_done, "n_selected": n_sel, "repeats": args.repeats,
+        "methods": methods, "max_new_tokens": key["max_new_tokens"], "temperature": key["temperature"],
+        "top_p": key["top_p"], "top_k": key["top_k"], "eagle": key["eagle"], "pld": key["pld"],
+        "model": key["model"], "machine": segments[0] if segments else {}, "segments": segments,
+        "journal": args.journal, "categories": cats,
     }
-    result["samples"] = [
-        {"method": s.method, "prompt": s.prompt_index, "repeat": s.repeat, "category": s.category,
-         "new_tokens": s.new_tokens, "wall_s": round(s.wall_s, 5), "cycles": s.cycles, "tau": s.tau,
-         "draft_s": s.draft_s, "verify_s": s.verify_s, "stop_reason": s.stop_reason,
-         **({"token_ids": list(s.token_ids)} if args.save_tokens else {})}
-        for s in samples
-    ]
+    result["samples"] = [sample_to_dict(s, tokens=args.save_tokens) for s in samples]
     md = render_markdown(result)
     print(md)
     if args.md_out:
@@ -296,6 +411,71 @@ def main(argv=None) -> dict:
     if args.update_doc:
         replace_block(args.update_doc, args.doc_block, md)
     return result
+
+
+def _run(args, methods, prompts, log):
+    """Load the model and run the benchmark; returns (samples, run key, journal segments)."""
+    from . import Engine, load_default_head, load_target
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        from transformers.utils import logging as hf_logging
+        hf_logging.set_verbosity_error()  # generate() warns about generation flags on every call
+    except ImportError:
+        pass
+    settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+                              top_k=args.top_k, depth=args.depth, tree_top_k=args.tree_top_k,
+                              total_tokens=args.total_tokens, chain_length=args.chain_length,
+                              seed=args.seed).validate()
+    target = load_target(args.model, args.device)
+    head = vocab = None
+    head_name = ""
+    if "eagle" in methods:
+        head, vocab, head_name = load_default_head(target, args.head)
+    key = {
+        "methods": methods, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+        "top_p": args.top_p, "top_k": args.top_k, "seed": args.seed, "threads": torch.get_num_threads(),
+        "eagle": {"method": args.eagle_method, "depth": args.depth, "tree_top_k": args.tree_top_k,
+                  "total_tokens": args.total_tokens, "head": head_name,
+                  "draft_vocab": len(vocab) if vocab else None},
+        "pld": {"prompt_lookup_num_tokens": args.pld_tokens, "max_matching_ngram_size": args.pld_ngram},
+        "model": target.describe(),
+    }
+    try:
+        journal = Journal(args.journal, key) if args.journal else None
+    except ValueError as e:
+        sys.exit(str(e))
+    engine = Engine(target, head, vocab, head_name)
+    log(f"target {target.describe()}; head {head_name or '-'}; {len(prompts)} prompts x {args.repeats} repeats; "
+        f"methods {', '.join(methods)}")
+    runner = Runner(target, engine, settings, args.eagle_method, args.pld_tokens, args.pld_ngram)
+    samples = run_benchmark(runner, prompts, methods, args.repeats, args.warmup, args.seed, log, journal)
+    segments = journal.segments if journal else [_machine(runner)]
+    return samples, key, segments
+
+
+def _from_journal(path, prompts, repeats, log):
+    """The selected prompts' samples from a journal (prompts not in it yet are left out)."""
+    try:
+        journal = Journal(path)
+    except ValueError as e:
+        sys.exit(str(e))
+    methods = journal.key["methods"]
+    samples, missing = [], 0
+    for r in range(repeats):
+        for p in prompts:
+            got = journal.get(p, r, methods)
+            if got is None:
+                missing += 1
+            else:
+                samples += got
+    if not samples:
+        sys.exit(f"{path}: none of the {len(prompts)} selected prompts has been run yet")
+    if missing:
+        log(f"{path}: {missing} of {repeats * len(prompts)} selected prompt runs are not in the journal yet; "
+            "reporting the rest")
+    return samples, journal.key, journal.segments, len(prompts)
 
 
 if __name__ == "__main__":

@@ -131,17 +131,31 @@ def _f(x, fmt="{:.2f}", none="–"):
     return none if x is None else fmt.format(x)
 
 
+def _loads(cfg: dict) -> str:
+    """The 1-minute load average at the start of the run, or of each of its segments."""
+    segs = cfg.get("segments") or [cfg.get("machine", {})]
+    loads = [str(s.get("loadavg_1m", "?")) for s in segs]
+    if len(loads) == 1:
+        return loads[0]
+    return f"{' / '.join(loads)} at the starts of the run's {len(loads)} segments (it was resumed from its journal)"
+
+
 def render_markdown(result: dict) -> str:
     methods = list(result["methods"])
     cfg = result.get("config", {})
     lines = []
     if cfg:
         e, mach = cfg.get("eagle", {}), cfg.get("machine", {})
-        lines.append(f"{cfg.get('n_prompts')} prompts from `{os.path.basename(str(cfg.get('prompts')))}`, "
+        n, n_sel = cfg.get("n_prompts"), cfg.get("n_selected")
+        count = f"{n} of {n_sel} selected" if n_sel and n_sel != n else f"{n}"
+        where = f"`{os.path.basename(str(cfg.get('prompts')))}`"
+        if cfg.get("categories"):
+            where += f" (categories: {', '.join(cfg['categories'])})"
+        lines.append(f"{count} prompts from {where}, "
                      f"{cfg.get('max_new_tokens')} new tokens, temperature {cfg.get('temperature')}, "
                      f"{cfg.get('repeats')} repeat(s); eagle {e.get('method')} depth {e.get('depth')} "
                      f"top-k {e.get('tree_top_k')} total {e.get('total_tokens')}, head `{e.get('head') or '-'}`; "
-                     f"{cfg.get('model')}; {mach.get('threads')} threads, load {mach.get('loadavg_1m', '?')}")
+                     f"{cfg.get('model')}; {mach.get('threads')} threads, load {_loads(cfg)}")
         lines.append("")
     bases = [b for b in BASELINES if b in methods]
     head = ["method", "tok/s"] + [f"×{b} (mean / median)" for b in bases] + \

@@ -144,3 +144,64 @@ def test_profile_buckets_cover_the_cycle():
     assert buckets["draft: head layer (EagleHead.forward)"] > 0
     assert sum(buckets.values()) == pytest.approx(p["cycle_ms"])
     assert buckets["other (loop, tensors, stop checks)"] > -0.05 * p["cycle_ms"]  # no double counting
+
+
+def test_journal_resumes_and_reports(tmp_path):
+    """A run interrupted after one prompt resumes where it stopped, and a report needs no model."""
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
+    journal = tmp_path / "run.jsonl"
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    base = [sys.executable, "-m", "eagle_core.bench", "--prompts", str(prompts), "--max-new-tokens", "6",
+            "--methods", "vanilla,eagle", "--warmup", "0", "--depth", "2", "--tree-top-k", "2",
+            "--total-tokens", "4", "--journal", str(journal)]
+
+    def bench(*extra):
+        proc = subprocess.run(base + list(extra), capture_output=True, text=True, timeout=300, cwd=repo)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc
+
+    bench("--limit", "1")  # "interrupted" after the first prompt
+    first = journal.read_text().splitlines()
+    assert len(first) == 3 and '"segment"' in first[1] and '"prompt"' in first[2]
+    out = tmp_path / "all.json"
+    proc = bench("--json-out", str(out))
+    assert "1 prompt runs done earlier, 1 to go" in proc.stderr
+    lines = journal.read_text().splitlines()
+    assert lines[:3] == first and len(lines) == 5  # a second segment and the second prompt only
+    result = json.loads(out.read_text())
+    assert result["config"]["n_prompts"] == 2 and len(result["config"]["segments"]) == 2
+    assert result["methods"]["eagle"]["overall"]["identical_to_vanilla"] == 1.0
+
+    # a report from the journal alone: no model is loaded, and a category selects prompts by text
+    rep = tmp_path / "math.json"
+    proc = bench("--report-only", "--categories", "math", "--json-out", str(rep))
+    assert "Loading weights" not in proc.stderr
+    math = json.loads(rep.read_text())
+    assert math["config"]["n_prompts"] == 1 and set(math["methods"]["eagle"]["by_category"]) == {"math"}
+    mine = [s for s in result["samples"] if s["category"] == "math"]
+    assert [s["wall_s"] for s in math["samples"]] == [s["wall_s"] for s in mine]
+
+    # other settings must not be appended to the same journal
+    proc = subprocess.run(base[:-2] + ["--max-new-tokens", "7", "--journal", str(journal)] , capture_output=True,
+                          text=True, timeout=300, cwd=repo)
+    assert proc.returncode != 0 and "max_new_tokens" in proc.stderr
+
+
+def test_journal_ignores_a_torn_last_line(tmp_path):
+    from eagle_core.bench import Journal, Prompt, Sample
+
+    path = str(tmp_path / "j.jsonl")
+    j = Journal(path, {"methods": ["vanilla"], "temperature": 0.0})
+    p = Prompt(0, "hello", "c")
+    j.record(p, 0, [Sample("vanilla", 0, 0, "c", (1, 2), 0.5, 1, 1.0)])
+    with open(path, "a") as f:
+        f.write('{"prompt": "abc", "repe')  # killed mid-write
+    again = Journal(path, {"methods": ["vanilla"], "temperature": 0.0})
+    assert again.get(Prompt(7, "hello", "d"), 0, ["vanilla"])[0].prompt_index == 7
+    assert again.get(Prompt(0, "other", "c"), 0, ["vanilla"]) is None
+    again.record(Prompt(1, "next", "c"), 0, [Sample("vanilla", 1, 0, "c", (3,), 0.5, 1, 1.0)])
+    third = Journal(path, {"methods": ["vanilla"], "temperature": 0.0})  # the torn line is gone
+    assert len(third.done) == 2
+    with pytest.raises(ValueError, match="temperature"):
+        Journal(path, {"methods": ["vanilla"], "temperature": 1.0})

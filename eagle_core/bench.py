@@ -367,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> dict:
-    from .bench_report import render_markdown, render_png, replace_block, summarize
+    from .bench_report import eagle_by_tau, render_markdown, render_png, replace_block, summarize
 
     args = build_parser().parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -398,6 +398,7 @@ def main(argv=None) -> dict:
         "journal": args.journal, "categories": cats,
     }
     result["samples"] = [sample_to_dict(s, tokens=args.save_tokens) for s in samples]
+    result["eagle_by_tau"] = eagle_by_tau(result["samples"])
     md = render_markdown(result)
     print(md)
     if args.md_out:

@@ -126,6 +126,49 @@ def summarize(samples, methods: list[str], greedy: bool) -> dict:
     return out
 
 
+TAU_BINS = (1.0, 1.4, 1.6, 1.8, 2.0, 2.5)
+
+
+def eagle_by_tau(samples: list[dict]) -> dict | None:
+    """How EAGLE's per-prompt speedup over vanilla follows its per-prompt tau.
+
+    `break_even_tau` is the median over prompts of tau / speedup: the cost of one cycle in vanilla
+    steps (c in docs/performance.md), i.e. the tau at which EAGLE merely ties with vanilla.
+    None unless both methods were run.
+    """
+    pairs: dict[tuple, dict] = {}
+    for d in samples:
+        if d["method"] in ("eagle", "vanilla") and d["wall_s"] > 0:
+            pairs.setdefault((d["prompt"], d["repeat"]), {})[d["method"]] = d
+    rows = []
+    for pair in pairs.values():
+        e, v = pair.get("eagle"), pair.get("vanilla")
+        if e and v and e["tau"] and e["new_tokens"] and v["new_tokens"]:
+            rows.append((e["tau"], (e["new_tokens"] / e["wall_s"]) / (v["new_tokens"] / v["wall_s"])))
+    if not rows:
+        return None
+    bins = []
+    edges = TAU_BINS + (float("inf"),)
+    for lo, hi in zip(edges, edges[1:]):
+        sp = [s for t, s in rows if lo <= t < hi]
+        if sp:
+            bins.append({"tau_from": lo, "tau_to": None if hi == float("inf") else hi, "n": len(sp),
+                         "speedup_mean": statistics.fmean(sp), "faster_share": sum(x > 1 for x in sp) / len(sp)})
+    return {"n": len(rows), "break_even_tau": statistics.median(t / s for t, s in rows),
+            "faster_share": sum(s > 1 for _, s in rows) / len(rows), "bins": bins}
+
+
+def _tau_markdown(bt: dict) -> list[str]:
+    lines = ["", f"EAGLE per prompt, by its τ: one cycle costs **{bt['break_even_tau']:.2f}** vanilla steps "
+             f"(median of τ / speedup over {bt['n']} prompts), so a prompt is faster than vanilla when its τ "
+             f"exceeds that; {bt['faster_share']:.0%} of prompts were.", "",
+             "| eagle τ | prompts | speedup over vanilla (mean) | share faster than vanilla |", "|---|---|---|---|"]
+    for b in bt["bins"]:
+        rng = f"{b['tau_from']:.1f}–{b['tau_to']:.1f}" if b["tau_to"] else f"≥ {b['tau_from']:.1f}"
+        lines.append(f"| {rng} | {b['n']} | {b['speedup_mean']:.2f}× | {b['faster_share']:.0%} |")
+    return lines
+
+
 # -- markdown ---------------------------------------------------------------------------------
 def _f(x, fmt="{:.2f}", none="–"):
     return none if x is None else fmt.format(x)
@@ -191,6 +234,8 @@ def render_markdown(result: dict) -> str:
                 row += [_f(st.get(_key("hf-pld")), "{:.2f}×"), _f(st.get("tau")),
                         _f(st.get("identical_to_vanilla"), "{:.0%}")]
             lines.append("| " + " | ".join(row) + " |")
+    if result.get("eagle_by_tau"):
+        lines += _tau_markdown(result["eagle_by_tau"])
     return "\n".join(lines)
 
 

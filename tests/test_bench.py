@@ -205,3 +205,17 @@ def test_journal_ignores_a_torn_last_line(tmp_path):
     assert len(third.done) == 2
     with pytest.raises(ValueError, match="temperature"):
         Journal(path, {"methods": ["vanilla"], "temperature": 1.0})
+
+
+def test_eagle_by_tau_hand_worked():
+    from eagle_core.bench_report import eagle_by_tau
+
+    def smp(method, prompt, tokens, wall, tau):
+        return {"method": method, "prompt": prompt, "repeat": 0, "new_tokens": tokens, "wall_s": wall, "tau": tau}
+
+    bt = eagle_by_tau([smp("vanilla", 0, 10, 1.0, 1.0), smp("eagle", 0, 20, 1.0, 2.0),    # speedup 2 at tau 2: c = 1
+                       smp("vanilla", 1, 10, 1.0, 1.0), smp("eagle", 1, 15, 2.0, 1.5),    # 0.75 at tau 1.5: c = 2
+                       smp("hf", 1, 10, 0.1, 1.0)])
+    assert bt["n"] == 2 and bt["break_even_tau"] == pytest.approx(1.5) and bt["faster_share"] == 0.5
+    assert [(b["tau_from"], b["n"], b["speedup_mean"]) for b in bt["bins"]] == [(1.4, 1, 0.75), (2.0, 1, 2.0)]
+    assert eagle_by_tau([smp("vanilla", 0, 10, 1.0, 1.0)]) is None

@@ -219,3 +219,13 @@ def test_eagle_by_tau_hand_worked():
     assert bt["n"] == 2 and bt["break_even_tau"] == pytest.approx(1.5) and bt["faster_share"] == 0.5
     assert [(b["tau_from"], b["n"], b["speedup_mean"]) for b in bt["bins"]] == [(1.4, 1, 0.75), (2.0, 1, 2.0)]
     assert eagle_by_tau([smp("vanilla", 0, 10, 1.0, 1.0)]) is None
+
+
+def test_kernel_table_shape():
+    from eagle_core.bench_kernels import measure, render_markdown
+
+    rows = measure(rows=(1, 3), reps=2, hidden=16, kv=8, mlp=32, vocab=64, layers=2)
+    assert [(r["weights"], r["rows"]) for r in rows][:2] == [("q, o", 1), ("q, o", 3)]
+    assert all(r["linear_us"] > 0 and r["transposed_us"] > 0 for r in rows)
+    md = render_markdown(rows, 1)
+    assert "| q, o | 16x16 | 4 | 1 |" in md and md.count("1.00x") == 5

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .bench_report import eagle_by_tau, machine_info, render_markdown, render_png, replace_block, summarize
 from .config import DecodeSettings
 
 METHOD_NAMES = ("vanilla", "hf", "hf-pld", "eagle")
@@ -268,6 +269,16 @@ class Journal:
         return [dataclasses.replace(s, prompt_index=prompt.index, category=prompt.category)
                 for s in old if s.method in methods]
 
+    def select(self, prompts: list[Prompt], repeats: int, methods: list[str]) -> dict[tuple[int, int], list[Sample]]:
+        """(repeat, prompt index) -> samples, for the selected prompt runs this journal holds."""
+        found = {}
+        for r in range(repeats):
+            for p in prompts:
+                got = self.get(p, r, methods)
+                if got is not None:
+                    found[(r, p.index)] = got
+        return found
+
     def record(self, prompt: Prompt, repeat: int, samples: list[Sample]) -> None:
         self.done[(prompt.key, repeat)] = samples
         self._append({"prompt": prompt.key, "repeat": repeat, "samples": [sample_to_dict(s) for s in samples]})
@@ -279,24 +290,21 @@ def run_benchmark(runner: Runner, prompts: list[Prompt], methods: list[str], rep
     prompt, all methods in turn. The seed depends on (prompt, repeat) only, never the method.
     With a journal, prompts it already holds are taken from it and new ones are added to it."""
     encode = runner.target.encode_prompt
-    todo = [(r, p) for r in range(repeats) for p in prompts
-            if journal is None or journal.get(p, r, methods) is None]
+    earlier = journal.select(prompts, repeats, methods) if journal is not None else {}
+    todo = [p for r in range(repeats) for p in prompts if (r, p.index) not in earlier]
     if journal is not None:
-        journal.start_segment(_machine(runner), len(todo))
-        if log and len(todo) < repeats * len(prompts):
-            log(f"journal {journal.path}: {repeats * len(prompts) - len(todo)} prompt runs done earlier, "
-                f"{len(todo)} to go")
-    ids = {p.index: encode(p.text, runner.settings.chat_template) for _, p in todo}
-    if todo:
-        for p in [p for _, p in todo][:warmup]:
-            for m in methods:
-                runner.run(m, p, ids[p.index], -1, seed, max_new_tokens=min(16, runner.settings.max_new_tokens))
+        journal.start_segment(machine_info(runner.target.device), len(todo))
+        if log and earlier:
+            log(f"journal {journal.path}: {len(earlier)} prompt runs done earlier, {len(todo)} to go")
+    ids = {p.index: encode(p.text, runner.settings.chat_template) for p in todo}
+    for p in todo[:warmup]:
+        for m in methods:
+            runner.run(m, p, ids[p.index], -1, seed, max_new_tokens=min(16, runner.settings.max_new_tokens))
     samples = []
-    pending = set((r, p.index) for r, p in todo)
     for r in range(repeats):
         for p in prompts:
-            if (r, p.index) not in pending:
-                samples += journal.get(p, r, methods)
+            if (r, p.index) in earlier:
+                samples += earlier[(r, p.index)]
                 continue
             line, mine = [], []
             for m in methods:
@@ -309,12 +317,6 @@ def run_benchmark(runner: Runner, prompts: list[Prompt], methods: list[str], rep
             if log:
                 log(f"[{r + 1}/{repeats}] prompt {p.index + 1}/{len(prompts)} ({p.category}): " + ", ".join(line))
     return samples
-
-
-def _machine(runner: Runner) -> dict:
-    from .bench_report import machine_info
-
-    return machine_info(runner.target.device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,8 +369,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> dict:
-    from .bench_report import eagle_by_tau, render_markdown, render_png, replace_block, summarize
-
     args = build_parser().parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     bad = [m for m in methods if m not in METHOD_NAMES]
@@ -381,17 +381,14 @@ def main(argv=None) -> dict:
     prompts = load_prompts(args.prompts, args.limit, args.merge_mt_bench, args.per_category, cats)
 
     if args.report_only:
-        samples, key, segments, n_sel = _from_journal(args.journal, prompts, args.repeats, log)
-        methods = [m for m in key["methods"]]
-        greedy = key["temperature"] == 0
+        samples, key, segments = _from_journal(args.journal, prompts, args.repeats, log)
+        methods = list(key["methods"])
     else:
         samples, key, segments = _run(args, methods, prompts, log)
-        greedy = key["temperature"] == 0
-        n_sel = len(prompts)
-    result = summarize(samples, methods, greedy=greedy)
+    result = summarize(samples, methods, greedy=key["temperature"] == 0)
     n_done = len({s.prompt_index for s in samples})
     result["config"] = {
-        "prompts": args.prompts, "n_prompts": n_done, "n_selected": n_sel, "repeats": args.repeats,
+        "prompts": args.prompts, "n_prompts": n_done, "n_selected": len(prompts), "repeats": args.repeats,
         "methods": methods, "max_new_tokens": key["max_new_tokens"], "temperature": key["temperature"],
         "top_p": key["top_p"], "top_k": key["top_k"], "eagle": key["eagle"], "pld": key["pld"],
         "model": key["model"], "machine": segments[0] if segments else {}, "segments": segments,
@@ -452,7 +449,7 @@ def _run(args, methods, prompts, log):
         f"methods {', '.join(methods)}")
     runner = Runner(target, engine, settings, args.eagle_method, args.pld_tokens, args.pld_ngram)
     samples = run_benchmark(runner, prompts, methods, args.repeats, args.warmup, args.seed, log, journal)
-    segments = journal.segments if journal else [_machine(runner)]
+    segments = journal.segments if journal else [machine_info(target.device)]
     return samples, key, segments
 
 
@@ -462,21 +459,14 @@ def _from_journal(path, prompts, repeats, log):
         journal = Journal(path)
     except ValueError as e:
         sys.exit(str(e))
-    methods = journal.key["methods"]
-    samples, missing = [], 0
-    for r in range(repeats):
-        for p in prompts:
-            got = journal.get(p, r, methods)
-            if got is None:
-                missing += 1
-            else:
-                samples += got
-    if not samples:
+    found = journal.select(prompts, repeats, journal.key["methods"])
+    if not found:
         sys.exit(f"{path}: none of the {len(prompts)} selected prompts has been run yet")
+    missing = repeats * len(prompts) - len(found)
     if missing:
         log(f"{path}: {missing} of {repeats * len(prompts)} selected prompt runs are not in the journal yet; "
             "reporting the rest")
-    return samples, journal.key, journal.segments, len(prompts)
+    return [s for key in sorted(found) for s in found[key]], journal.key, journal.segments
 
 
 if __name__ == "__main__":

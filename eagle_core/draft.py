@@ -1,5 +1,11 @@
 """Drafting with an EAGLE head: chain, EAGLE-1 static tree, EAGLE-2 dynamic tree.
 
+EAGLE (Li et al. 2024, arXiv:2401.15077) drafts a fixed tree of top-k ranks; EAGLE-2
+(arXiv:2406.16858) grows the tree per context, expanding the nodes with the highest cumulative
+draft log-probability and keeping the best `total_tokens`. EAGLE-3 (arXiv:2503.01840) keeps
+this drafting but changes the head (it fuses low, middle and high target layers) and its
+training; its heads are not supported here.
+
 The `Drafter` owns nothing mutable; each generation gets a `HeadCache` holding the head's keys
 and values for the committed context, so a cycle runs the head only on new positions:
 
@@ -18,6 +24,7 @@ import math
 
 import torch
 
+from . import kernels
 from .config import DecodeSettings
 from .head import EagleHead, HeadCache
 from .tree import DraftTree, select_closed_top, static_tree_layout
@@ -44,10 +51,10 @@ class Drafter:
         else:
             self.vocab_map = None
             self.lm_weight = w.detach()  # (V, H)
-
-    @property
-    def draft_vocab_size(self) -> int:
-        return self.lm_weight.shape[0]
+        # The head's layers and its LM-head product run on the target's CPU kernels (eagle_core.kernels).
+        self.lm = kernels.linear_of(self.lm_weight, target.linear_backend(tuple(self.lm_weight.shape)))
+        if getattr(target, "kernels", None) is not None and target.kernels.swaps:
+            kernels.install(head, target.kernels.policy)
 
     def new_cache(self, max_len: int) -> HeadCache:
         return self.head.new_cache(max_len)
@@ -55,7 +62,7 @@ class Drafter:
     # -- small helpers -----------------------------------------------------------------------
     def _logits(self, feats: torch.Tensor) -> torch.Tensor:
         """(m, H) predicted features -> (m, N) draft logits over the draft vocabulary."""
-        return (feats.to(self.lm_weight.dtype) @ self.lm_weight.T).float()
+        return self.lm(feats.to(self.lm_weight.dtype)).float()
 
     def _ids(self, idx: torch.Tensor) -> torch.Tensor:
         return self.vocab_map[idx] if self.vocab_map is not None else idx

@@ -7,6 +7,11 @@ takes ~18 s, so the converted weights are cached as safetensors in a user cache 
 Any Llama / Qwen2 / Mistral-family causal LM from the Hugging Face hub or a local directory
 also works.
 
+On a CPU every float32 linear layer (body and LM head) runs through `eagle_core.kernels`, one
+batch-invariant kernel chosen per weight shape and machine, so that the prefill, a vanilla step and
+EAGLE's verification of a whole tree all use the same arithmetic; `Target.stock_kernels()` puts the
+stock nn.Linear modules back (the benchmark's transformers `generate` runs that way).
+
 The engine talks to the target through `Target`: `forward()` runs the model body (no LM head)
 with an explicit cache, positions and optional 4D mask and returns the last hidden states,
 i.e. the FEATURES the EAGLE head learns from; `logits()` applies the LM head only where asked.
@@ -58,6 +63,7 @@ class Target:
     load_s: float = 0.0
     load_kind: str = ""  # "gguf (converted)", "cache", "hub/dir"
     eos_ids: tuple[int, ...] = field(default=())
+    kernels: object = None  # eagle_core.kernels.Installed: which backend runs each linear layer
 
     def __post_init__(self):
         cfg = self.model.config
@@ -90,6 +96,20 @@ class Target:
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         return self.lm_head(features).float()
 
+    def stock_kernels(self):
+        """Context manager: run with the model's original nn.Linear modules (stock transformers)."""
+        import contextlib
+
+        return self.kernels.stock() if self.kernels is not None else contextlib.nullcontext()
+
+    def linear_backend(self, shape: tuple[int, int]) -> str | None:
+        """The backend the target uses for a weight of `shape` (N, K), measured if new; None if stock."""
+        if self.kernels is None or not self.kernels.swaps:
+            return None
+        from . import kernels
+
+        return self.kernels.choice.get(tuple(shape)) or kernels.choose([tuple(shape)])[tuple(shape)]
+
     def new_cache(self):
         from transformers import DynamicCache
 
@@ -119,7 +139,8 @@ class Target:
 
     def describe(self) -> str:
         n = sum(p.numel() for p in self.model.parameters())
-        return f"{self.name} ({n / 1e6:.1f}M params, {self.device}, {str(self.dtype).replace('torch.', '')})"
+        kern = f", kernels {self.kernels.describe()}" if self.kernels is not None and self.kernels.swaps else ""
+        return f"{self.name} ({n / 1e6:.1f}M params, {self.device}, {str(self.dtype).replace('torch.', '')}{kern})"
 
 
 def default_gguf_dir() -> str | None:
@@ -151,8 +172,11 @@ def _convert_default(cache_dir: str) -> None:
     os.replace(tmp, cache_dir) if not os.path.exists(cache_dir) else None
 
 
-def load_target(model: str | None = None, device: str | None = None, dtype: torch.dtype | None = None) -> Target:
-    """Load the target. `model`: None/"smollm2-135m" for the embedded default, a hub id or a directory."""
+def load_target(model: str | None = None, device: str | None = None, dtype: torch.dtype | None = None,
+                kernels: str | None = None) -> Target:
+    """Load the target. `model`: None/"smollm2-135m" for the embedded default, a hub id or a directory.
+    `kernels`: the CPU linear-layer policy ("auto", a backend name or "stock"; default $EAGLE_KERNELS
+    or "auto"), see eagle_core.kernels."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     t0 = time.perf_counter()
@@ -178,11 +202,20 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
         raise ValueError(f"model type {mtype!r} is not supported; use a {'/'.join(SUPPORTED_TYPES)} model")
     m.to(device).eval()
     m.requires_grad_(False)
-    return Target(m, tok, name=name, device=device, dtype=dtype, load_s=time.perf_counter() - t0, load_kind=kind)
+    installed = _install_kernels(m, kernels)
+    return Target(m, tok, name=name, device=device, dtype=dtype, load_s=time.perf_counter() - t0, load_kind=kind,
+                  kernels=installed)
 
 
-def from_model(model, tokenizer, name: str = "custom", eos_ids: tuple[int, ...] = ()) -> Target:
-    """Wrap an already-built model (tests build tiny random ones)."""
+def _install_kernels(model, policy: str | None):
+    from . import kernels as K
+
+    return K.install(model, policy) if next(model.parameters()).device.type == "cpu" else None
+
+
+def from_model(model, tokenizer, name: str = "custom", eos_ids: tuple[int, ...] = (), kernels: str | None = None) -> Target:
+    """Wrap an already-built model (tests build tiny random ones); `kernels` as for load_target."""
     p = next(model.parameters())
     model.eval().requires_grad_(False)
-    return Target(model, tokenizer, name=name, device=str(p.device), dtype=p.dtype, eos_ids=tuple(eos_ids))
+    return Target(model, tokenizer, name=name, device=str(p.device), dtype=p.dtype, eos_ids=tuple(eos_ids),
+                  kernels=_install_kernels(model, kernels))

@@ -1,0 +1,369 @@
+"""One linear-layer path for the engine on a CPU: fast for 1 to 64 rows, and batch invariant.
+
+EAGLE pays only if verifying k drafted tokens costs about one ordinary step. At batch size 1 a
+step is bound by streaming the fp32 weights from memory, so k rows could ride along nearly free,
+but torch's default CPU kernel (MKL's sgemm, which takes a slow path on AMD CPUs) costs ~2.5x more
+at 5 rows than at 1 (docs/performance.md). This package gives every linear layer of the target
+(body and LM head) and of the draft head one kernel, chosen per weight shape at load time:
+
+    smallgemm  our own AVX2/FMA kernel (smallgemm.c), compiled with the system C compiler on first
+               use and cached; bit-identical per row whatever the batch (see the C file)
+    onednn     oneDNN with a weight pre-packed once (torch.ops.mkldnn)
+    openblas   numpy's OpenBLAS on a transposed copy of the weight (zero-copy views in and out)
+    mkl        plain F.linear: what transformers runs by default, and the fallback
+
+`install(model)` swaps each nn.Linear for a `Linear` that keeps the same parameters (so state
+dicts, tied weights and `.weight` look-ups are unchanged) and routes the product through the
+chosen backend. Only backends that are batch invariant on this machine are eligible (checked at
+calibration: a row alone and inside 5/16/24-row batches must be equal bit for bit), so a greedy
+EAGLE run reproduces the vanilla run exactly by construction, not only by argmax luck. Gradients,
+other dtypes and other devices go through F.linear unchanged: CUDA and MPS keep their own kernels.
+
+Set EAGLE_KERNELS=mkl|onednn|openblas|smallgemm to force one backend, or "stock" to install none.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+SOURCE = os.path.join(os.path.dirname(__file__), "smallgemm.c")
+CFLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC"]
+CALIBRATION_ROWS = (1, 4, 8, 16)  # the row counts a decode meets most: a step and small trees
+INVARIANCE_ROWS = (1, 5, 16, 24)
+ALIGN = 32  # bytes: the packed panels are read with aligned 256-bit loads
+
+
+def cache_dir() -> str:
+    from ..target import cache_root
+
+    return os.path.join(cache_root(), "kernels")
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _has_avx2_fma() -> bool:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")  # AVX2 implies FMA on x86 CPUs torch supports
+
+
+_LIB: list = []  # [ctypes library or None, reason]
+
+
+def library():
+    """The compiled smallgemm kernel (ctypes), or None with the reason in `library_error()`."""
+    if _LIB:
+        return _LIB[0]
+    lib, why = None, ""
+    if not _has_avx2_fma():
+        why = f"needs an x86-64 CPU with AVX2 and FMA (this is {platform.machine()}, "
+        why += f"{torch.backends.cpu.get_cpu_capability()})"
+    else:
+        with open(SOURCE, "rb") as f:
+            digest = hashlib.sha256(f.read() + " ".join(CFLAGS).encode()).hexdigest()[:16]
+        path = os.path.join(cache_dir(), f"smallgemm-{digest}.so")
+        try:
+            if not os.path.exists(path):
+                os.makedirs(cache_dir(), exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.tmp"
+                cc = os.environ.get("CC", "cc")
+                subprocess.run([cc, *CFLAGS, "-o", tmp, SOURCE], check=True, capture_output=True, timeout=120)
+                os.replace(tmp, path)
+            lib = ctypes.CDLL(path)
+            i64, vp = ctypes.c_int64, ctypes.c_void_p
+            lib.pack_weight.argtypes = [vp, i64, i64, vp]
+            lib.smallgemm.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
+            lib.stream_read.argtypes = [vp, i64, ctypes.c_int]
+            lib.stream_read.restype = ctypes.c_float
+        except (OSError, subprocess.SubprocessError) as e:
+            err = getattr(e, "stderr", b"") or b""
+            why = f"could not build {os.path.basename(SOURCE)}: {e} {err.decode(errors='replace')[:300]}".strip()
+            lib = None
+    _LIB[:] = [lib, why]
+    return lib
+
+
+def library_error() -> str:
+    library()
+    return _LIB[1]
+
+
+# -- backends: prepare(weight) once, then run(state, x (m, K) contiguous fp32, bias) -> (m, N) ------------
+class Mkl:
+    name = "mkl"
+
+    @staticmethod
+    def available() -> bool:
+        return True
+
+    @staticmethod
+    def prepare(w):
+        return w
+
+    @staticmethod
+    def run(w, x, bias):
+        return F.linear(x, w, bias)
+
+
+class OneDnn:
+    name = "onednn"
+
+    @staticmethod
+    def available() -> bool:
+        return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+    @staticmethod
+    def prepare(w):
+        return torch.ops.mkldnn._reorder_linear_weight(w, 8)  # packed for a small batch
+
+    @staticmethod
+    def run(wp, x, bias):
+        return torch.ops.mkldnn._linear_pointwise(x, wp, bias, "none", [], "")
+
+
+class OpenBlas:
+    name = "openblas"
+
+    @staticmethod
+    def available() -> bool:
+        return True
+
+    @staticmethod
+    def prepare(w):
+        return w.t().contiguous().numpy()  # (K, N), so x @ wt is a plain row-major product
+
+    @staticmethod
+    def run(wt, x, bias):
+        y = torch.from_numpy(np.matmul(x.numpy(), wt))
+        return y + bias if bias is not None else y
+
+
+class SmallGemm:
+    name = "smallgemm"
+
+    @staticmethod
+    def available() -> bool:
+        return library() is not None
+
+    @staticmethod
+    def prepare(w):
+        n, k = w.shape
+        size = (n + 7) // 8 * 8 * k
+        buf = torch.empty(size + ALIGN // 4)
+        off = (-buf.data_ptr() % ALIGN) // 4
+        packed = buf[off:off + size]
+        library().pack_weight(w.contiguous().data_ptr(), n, k, packed.data_ptr())
+        return packed, n, k
+
+    @staticmethod
+    def run(state, x, bias):
+        packed, n, k = state
+        m = x.shape[0]
+        y = torch.empty(m, n)
+        library().smallgemm(x.data_ptr(), m, k, packed.data_ptr(), n, k,
+                            None if bias is None else bias.data_ptr(), y.data_ptr(), n, torch.get_num_threads())
+        return y
+
+
+BACKENDS = {b.name: b for b in (SmallGemm, OneDnn, OpenBlas, Mkl)}
+
+
+# -- the module ---------------------------------------------------------------------------------------------
+class Linear(nn.Module):
+    """nn.Linear's inference forward through one backend. Holds the ORIGINAL parameters (shared, not
+    copied) plus the backend's prepared form, rebuilt if the weight changes in place."""
+
+    def __init__(self, weight: nn.Parameter, bias, backend: str):
+        super().__init__()
+        self.weight, self.bias = weight, bias
+        self.in_features, self.out_features = weight.shape[1], weight.shape[0]
+        self.backend = BACKENDS[backend]
+        self._state, self._version = None, None
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, backend={self.backend.name}"
+
+    def _fast(self, x) -> bool:
+        return (x.device.type == "cpu" and x.dtype == torch.float32 and self.weight.dtype == torch.float32
+                and not (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)))
+
+    def forward(self, x):
+        if not self._fast(x):
+            return F.linear(x, self.weight, self.bias)
+        version = _version(self.weight)
+        if self._state is None or self._version != version:
+            with torch.no_grad():
+                self._state = self.backend.prepare(self.weight.detach())
+            self._version = version
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.in_features).contiguous()
+        bias = None if self.bias is None else self.bias.detach().contiguous()
+        return self.backend.run(self._state, x2, bias).view(*lead, self.out_features)
+
+
+def _version(t: torch.Tensor):
+    """What changes when the weight is replaced or modified in place. Tensors made under
+    inference_mode keep no version counter; for those only a new storage is seen."""
+    return (t.data_ptr(), None if t.is_inference() else t._version)
+
+
+def linear_of(weight: torch.Tensor, backend: str | None) -> nn.Module:
+    """A bias-free product with `weight` (N, K) through `backend` (None: plain F.linear)."""
+    w = nn.Parameter(weight, requires_grad=False)
+    return Linear(w, None, backend) if backend else Linear(w, None, "mkl")
+
+
+# -- choosing per shape, once per machine ----------------------------------------------------------------------
+def _median_s(f, reps: int) -> float:
+    f()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t0)
+    return sorted(ts)[len(ts) // 2]
+
+
+def batch_invariant(backend, n: int, k: int, seed: int = 0) -> bool:
+    """Is each row's result the same, bit for bit, alone and inside batches of 5/16/24 rows?"""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(n, k, generator=g) / k ** 0.5
+    x = torch.randn(max(INVARIANCE_ROWS), k, generator=g)
+    st = backend.prepare(w)
+    full = backend.run(st, x, None)
+    return all(torch.equal(backend.run(st, x[:m].contiguous(), None), full[:m]) for m in INVARIANCE_ROWS)
+
+
+def time_backend(backend, n: int, k: int, rows=CALIBRATION_ROWS, budget_s: float = 0.25) -> dict[int, float]:
+    """Median seconds per product for each row count, on a random weight of the shape."""
+    w = torch.randn(n, k) / k ** 0.5
+    st = backend.prepare(w)
+    out = {}
+    for m in rows:
+        x = torch.randn(m, k)
+        once = _median_s(lambda: backend.run(st, x, None), 1)
+        out[m] = _median_s(lambda: backend.run(st, x, None), max(3, min(50, int(budget_s / len(rows) / max(once, 1e-6)))))
+    return out
+
+
+def _plan_path(threads: int) -> str:
+    with open(SOURCE, "rb") as f:
+        src = hashlib.sha256(f.read()).hexdigest()[:8]
+    key = f"{cpu_model()}|{torch.__version__}|{np.__version__}|{threads}|{src}"
+    return os.path.join(cache_dir(), f"plan-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json")
+
+
+def choose(shapes, threads: int | None = None) -> dict[tuple[int, int], str]:
+    """(N, K) -> backend name: the fastest batch-invariant backend summed over CALIBRATION_ROWS.
+    Measured once per machine, thread count and library versions; cached as JSON."""
+    threads = threads or torch.get_num_threads()
+    path = _plan_path(threads)
+    try:
+        with open(path) as f:
+            known = {tuple(map(int, s.split("x"))): v for s, v in json.load(f)["choice"].items()}
+    except (OSError, ValueError, KeyError):
+        known = {}
+    todo = [s for s in dict.fromkeys(shapes) if s not in known]
+    if todo:
+        for n, k in todo:
+            best, best_t = "mkl", float("inf")
+            for b in BACKENDS.values():
+                if not b.available() or not batch_invariant(b, n, k):
+                    continue
+                t = sum(time_backend(b, n, k).values())
+                if t < best_t:
+                    best, best_t = b.name, t
+            known[(n, k)] = best
+        os.makedirs(cache_dir(), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"cpu": cpu_model(), "threads": threads, "torch": torch.__version__,
+                       "choice": {f"{n}x{k}": v for (n, k), v in sorted(known.items())}}, f, indent=1)
+        os.replace(tmp, path)
+    return {s: known[s] for s in shapes}
+
+
+# -- installing into a model --------------------------------------------------------------------------------
+class Installed:
+    """What `install` changed: the swapped modules, so that `stock()` can put nn.Linear back."""
+
+    def __init__(self, swaps, choice, policy: str):
+        self.swaps = swaps  # [(parent, attribute, original nn.Linear, our Linear)]
+        self.choice = choice  # (N, K) -> backend name
+        self.policy = policy  # what install() was asked for: "auto", "stock" or a backend name
+
+    def describe(self) -> str:
+        if not self.swaps:
+            return "stock F.linear"
+        names = sorted(set(self.choice.values()))
+        return "+".join(names) + f" ({len(self.swaps)} linear layers)"
+
+    @contextlib.contextmanager
+    def stock(self):
+        """Run with the model's original nn.Linear modules (e.g. stock transformers `generate`)."""
+        for parent, attr, orig, _ in self.swaps:
+            setattr(parent, attr, orig)
+        try:
+            yield
+        finally:
+            for parent, attr, _, fast in self.swaps:
+                setattr(parent, attr, fast)
+
+
+def policy_from_env(default: str = "auto") -> str:
+    return os.environ.get("EAGLE_KERNELS", default).strip().lower() or default
+
+
+def install(model: nn.Module, policy: str | None = None) -> Installed:
+    """Swap every float32 CPU nn.Linear in `model` for a `Linear` on the chosen backend.
+    policy: "auto" (measure, cached), a backend name, or "stock" (change nothing)."""
+    policy = policy or policy_from_env()
+    if policy not in ("auto", "stock", *BACKENDS):
+        raise ValueError(f"EAGLE_KERNELS / kernels must be auto, stock or one of {', '.join(BACKENDS)}; got {policy!r}")
+    targets = [(parent, attr, mod) for parent in model.modules() for attr, mod in parent.named_children()
+               if type(mod) is nn.Linear and mod.weight.device.type == "cpu" and mod.weight.dtype == torch.float32]
+    if policy == "stock" or not targets:
+        return Installed([], {}, policy)
+    shapes = [tuple(m.weight.shape) for _, _, m in targets]
+    if policy == "auto":
+        choice = choose(shapes)
+    else:
+        if not BACKENDS[policy].available():
+            raise RuntimeError(f"kernel backend {policy!r} is not available here: {library_error()}")
+        choice = {s: policy for s in shapes}
+    swaps = []
+    for parent, attr, mod in targets:
+        fast = Linear(mod.weight, mod.bias, choice[tuple(mod.weight.shape)])
+        setattr(parent, attr, fast)
+        swaps.append((parent, attr, mod, fast))
+    return Installed(swaps, choice, policy)
+
+
+def stream_bandwidth(mb: int = 256, threads: int | None = None, reps: int = 5) -> float:
+    """GB/s reading a buffer far beyond the caches with all threads (the smallgemm library's AVX2
+    loop where available, else torch.sum): the bound a weight-streaming step cannot beat."""
+    a = torch.ones(mb * 2 ** 20 // 4)
+    threads = threads or torch.get_num_threads()
+    lib = library()
+    f = (lambda: lib.stream_read(a.data_ptr(), a.numel(), threads)) if lib is not None else (lambda: a.sum())
+    return a.numel() * 4 / 1e9 / min(_median_s(f, 1) for _ in range(reps))

@@ -1,0 +1,129 @@
+/* y[M,N] = x[M,K] . W[N,K]^T (+ bias) for few rows M, written for decoding on a CPU.
+ *
+ * At batch size 1..64 a linear layer is bound by streaming its weights from memory, not by
+ * arithmetic, provided the kernel reads each weight once for ALL rows. The weight is packed once
+ * into panels of 8 output features, P[N/8][K][8], so one 256-bit load feeds 8 outputs and is
+ * multiplied by every row of x before the next load. A register tile holds MR rows x 2 panels
+ * (16 outputs) of accumulators; rows beyond MR re-read the same panel from L1/L2, not from DRAM.
+ *
+ * Batch invariance by construction: every output y[m,n] is one accumulator lane updated as
+ * acc = fma(x[m,k], w[n,k], acc) for k = 0..K-1 in that order, starting from 0, whatever M, the
+ * tile shape or the thread split. So a row's result is bit-identical alone or inside a batch.
+ *
+ * Threads: OpenMP over panel pairs, sharing the process's OpenMP runtime (libgomp) with torch.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#define NB 8 /* outputs per panel (one __m256) */
+
+/* Pack W[N,K] (row-major) into P[ceil(N/8)][K][8], zero-padding the last panel. */
+void pack_weight(const float *w, int64_t n, int64_t k, float *p) {
+    int64_t panels = (n + NB - 1) / NB;
+    #pragma omp parallel for schedule(static)
+    for (int64_t q = 0; q < panels; q++) {
+        float *dst = p + q * k * NB;
+        for (int64_t kk = 0; kk < k; kk++)
+            for (int j = 0; j < NB; j++) {
+                int64_t row = q * NB + j;
+                dst[kk * NB + j] = row < n ? w[row * k + kk] : 0.0f;
+            }
+    }
+}
+
+/* One tile: R rows (R <= 6) x two panels p0, p1 (p1 may be absent: the last odd panel), computed
+ * in registers and written to y[0..R)[n0..n0+16) with the bias added. The accumulators are named
+ * variables, not an array, so that the compiler keeps all of them in ymm registers. */
+#define ZERO2(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+#define FMA2(r)                                                                 \
+    if (R > r) {                                                                \
+        __m256 b = _mm256_broadcast_ss(x + r * ldx + kk);                      \
+        c##r##0 = _mm256_fmadd_ps(b, w0, c##r##0);                              \
+        c##r##1 = _mm256_fmadd_ps(b, w1, c##r##1);                              \
+    }
+#define FMA1(r) \
+    if (R > r) c##r##0 = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * ldx + kk), w0, c##r##0);
+#define STORE(r) if (R > r) put(y + r * ldy, n0, n, bias, c##r##0, c##r##1, cols);
+
+static inline __attribute__((always_inline)) void put(float *y, int64_t n0, int64_t n, const float *bias,
+                                                      __m256 lo, __m256 hi, int cols) {
+    float buf[16];
+    _mm256_storeu_ps(buf, lo);
+    _mm256_storeu_ps(buf + 8, hi);
+    for (int j = 0; j < cols && n0 + j < n; j++) y[n0 + j] = bias ? buf[j] + bias[n0 + j] : buf[j];
+}
+
+static inline __attribute__((always_inline)) void tile(const float *x, int64_t ldx, const int R,
+        const float *p0, const float *p1, int64_t k, float *y, int64_t ldy, int64_t n0, int64_t n,
+        const float *bias) {
+    ZERO2(0) ZERO2(1) ZERO2(2) ZERO2(3) ZERO2(4) ZERO2(5)
+    if (p1) {
+        for (int64_t kk = 0; kk < k; kk++) {
+            __m256 w0 = _mm256_load_ps(p0 + kk * NB), w1 = _mm256_load_ps(p1 + kk * NB);
+            FMA2(0) FMA2(1) FMA2(2) FMA2(3) FMA2(4) FMA2(5)
+        }
+    } else {
+        for (int64_t kk = 0; kk < k; kk++) {
+            __m256 w0 = _mm256_load_ps(p0 + kk * NB);
+            FMA1(0) FMA1(1) FMA1(2) FMA1(3) FMA1(4) FMA1(5)
+        }
+    }
+    int cols = p1 ? 16 : 8;
+    STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5)
+}
+
+#define TILE_FN(R)                                                                                   \
+    static void tile_##R(const float *x, int64_t ldx, const float *p0, const float *p1, int64_t k, \
+                         float *y, int64_t ldy, int64_t n0, int64_t n, const float *bias) {         \
+        tile(x, ldx, R, p0, p1, k, y, ldy, n0, n, bias);                                            \
+    }
+TILE_FN(1) TILE_FN(2) TILE_FN(3) TILE_FN(4) TILE_FN(5) TILE_FN(6)
+typedef void (*tile_fn)(const float *, int64_t, const float *, const float *, int64_t, float *, int64_t,
+                        int64_t, int64_t, const float *);
+static const tile_fn TILES[7] = {0, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
+
+/* x: [M,K] rows ldx apart; p: packed weight; y: [M,N] rows ldy apart; bias: [N] or NULL. */
+void smallgemm(const float *x, int64_t m, int64_t ldx, const float *p, int64_t n, int64_t k,
+               const float *bias, float *y, int64_t ldy, int nthreads) {
+    int64_t panels = (n + NB - 1) / NB, pairs = (panels + 1) / 2;
+    /* Dynamic chunks (~16 per thread): when another process takes a core (a browser on a 2-core
+     * machine), the running thread takes over the work instead of waiting at the barrier. */
+    int64_t chunk = pairs / (16 * (int64_t)(nthreads > 0 ? nthreads : 1));
+    if (chunk < 1) chunk = 1;
+    #pragma omp parallel for schedule(dynamic, chunk) num_threads(nthreads) if (nthreads > 1 && pairs > 1)
+    for (int64_t pr = 0; pr < pairs; pr++) {
+        int64_t q = 2 * pr;
+        const float *p0 = p + q * k * NB, *p1 = q + 1 < panels ? p0 + k * NB : 0;
+        /* ceil(m/6) tiles of nearly equal height: 8 rows run as 4+4, not 6+2 */
+        int64_t tiles = (m + 5) / 6, m0 = 0;
+        for (int64_t t = 0; t < tiles; t++) {
+            int R = (int)((m - m0 + (tiles - t) - 1) / (tiles - t));
+            TILES[R](x + m0 * ldx, ldx, p0, p1, k, y + m0 * ldy, ldy, q * NB, n, bias);
+            m0 += R;
+        }
+    }
+}
+
+/* Streaming read of n floats with all threads: the bandwidth a weight-bound step can reach. */
+float stream_read(const float *a, int64_t n, int nthreads) {
+    float total = 0.0f;
+    #pragma omp parallel num_threads(nthreads) reduction(+ : total)
+    {
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(),
+               s3 = _mm256_setzero_ps();
+        #pragma omp for schedule(static)
+        for (int64_t i = 0; i < n / 32; i++) {
+            const float *q = a + 32 * i;
+            s0 = _mm256_add_ps(s0, _mm256_loadu_ps(q));
+            s1 = _mm256_add_ps(s1, _mm256_loadu_ps(q + 8));
+            s2 = _mm256_add_ps(s2, _mm256_loadu_ps(q + 16));
+            s3 = _mm256_add_ps(s3, _mm256_loadu_ps(q + 24));
+        }
+        float buf[8];
+        _mm256_storeu_ps(buf, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+        for (int j = 0; j < 8; j++) total += buf[j];
+    }
+    return total;
+}
+

@@ -1,0 +1,114 @@
+"""The CPU linear-layer path (eagle_core.kernels): correct, batch invariant, a drop-in for nn.Linear."""
+import pytest
+import torch
+from torch import nn
+
+from eagle_core import kernels as K
+
+needs_smallgemm = pytest.mark.skipif(K.library() is None, reason=f"smallgemm unavailable: {K.library_error()}")
+
+
+def _reference(x, w, b=None):
+    y = x.double() @ w.double().T
+    return (y + b.double() if b is not None else y).float()
+
+
+@needs_smallgemm
+@pytest.mark.parametrize("n,k", [(1, 1), (7, 3), (8, 8), (9, 33), (17, 70), (40, 576), (100, 129)])
+@pytest.mark.parametrize("m", [1, 2, 5, 6, 7, 13, 25])
+def test_smallgemm_matches_float64_reference(n, k, m):
+    g = torch.Generator().manual_seed(n * 1000 + k * 10 + m)
+    w, x, b = torch.randn(n, k, generator=g), torch.randn(m, k, generator=g), torch.randn(n, generator=g)
+    st = K.SmallGemm.prepare(w)
+    torch.testing.assert_close(K.SmallGemm.run(st, x, None), _reference(x, w), rtol=1e-5, atol=1e-5 * k ** 0.5)
+    torch.testing.assert_close(K.SmallGemm.run(st, x, b), _reference(x, w, b), rtol=1e-5, atol=1e-5 * k ** 0.5)
+
+
+@needs_smallgemm
+@pytest.mark.parametrize("threads", [1, 2])
+def test_smallgemm_row_is_bit_identical_alone_and_in_any_batch(threads):
+    """The property greedy losslessness rests on: a row's output does not depend on its batch."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(1)
+        w, x = torch.randn(1000, 576, generator=g), torch.randn(64, 576, generator=g)
+        st = K.SmallGemm.prepare(w)
+        alone = torch.cat([K.SmallGemm.run(st, x[i:i + 1].contiguous(), None) for i in range(64)])
+        for m in (2, 5, 8, 16, 24, 64):
+            assert torch.equal(K.SmallGemm.run(st, x[:m].contiguous(), None), alone[:m]), m
+        assert K.batch_invariant(K.SmallGemm, 1000, 576)
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_batch_invariance_check_can_fail():
+    """A backend whose result depends on the batch (here: a different summation order for m > 1) is caught."""
+
+    class Drifting(K.Mkl):
+        @staticmethod
+        def run(w, x, bias):
+            if x.shape[0] == 1:
+                return torch.nn.functional.linear(x, w, bias)
+            return torch.stack([(w * row).flip(1).sum(1) for row in x])
+
+    assert not K.batch_invariant(Drifting, 64, 257)
+    assert K.batch_invariant(K.Mkl, 1, 1)  # trivially invariant shape: one product per row
+
+
+def _tiny_mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(33, 70), nn.SiLU(), nn.Linear(70, 9, bias=False))
+
+
+@pytest.mark.parametrize("policy", [b for b in K.BACKENDS if K.BACKENDS[b].available()])
+def test_install_is_a_drop_in(policy):
+    model = _tiny_mlp()
+    keys = list(model.state_dict())
+    x = torch.randn(5, 33)
+    with torch.inference_mode():
+        before = model(x)
+    inst = K.install(model, policy)
+    assert all(isinstance(m, K.Linear) for m in (model[0], model[2]))
+    assert list(model.state_dict()) == keys, "state dict keys must not change"
+    with torch.inference_mode():
+        torch.testing.assert_close(model(x), before, rtol=1e-5, atol=1e-5)
+        with inst.stock():
+            assert type(model[0]) is nn.Linear
+            assert torch.equal(model(x), before)
+    assert isinstance(model[0], K.Linear)
+    assert K.install(model, policy).swaps == [], "installing twice changes nothing"
+
+
+@needs_smallgemm
+def test_weight_changed_in_place_is_repacked_and_gradients_bypass():
+    model = _tiny_mlp()
+    K.install(model, "smallgemm")
+    x = torch.randn(3, 33)
+    with torch.inference_mode():
+        first = model(x)
+    with torch.no_grad():
+        model[2].weight.mul_(2.0)  # e.g. a state dict loaded after install
+    with torch.inference_mode():
+        torch.testing.assert_close(model(x)[:, :], 2 * first, rtol=1e-5, atol=1e-5)
+    x.requires_grad_(True)
+    model(x).sum().backward()  # training still works: F.linear with autograd
+    assert model[0].weight.grad is not None and x.grad is not None
+
+
+def test_bad_policy_is_a_clear_error():
+    with pytest.raises(ValueError, match="EAGLE_KERNELS"):
+        K.install(_tiny_mlp(), "fastest-please")
+
+
+def test_choice_prefers_invariant_and_falls_back_without_the_library(monkeypatch, tmp_path):
+    monkeypatch.setenv("EAGLE_EXPLAINER_CACHE", str(tmp_path))
+    monkeypatch.setattr(K.SmallGemm, "available", staticmethod(lambda: False))
+    choice = K.choose([(24, 16)])
+    assert choice[(24, 16)] in K.BACKENDS and choice[(24, 16)] != "smallgemm"
+    assert K.batch_invariant(K.BACKENDS[choice[(24, 16)]], 24, 16)
+    assert (tmp_path / "kernels").exists()  # cached per machine
+
+
+def test_stream_bandwidth_is_a_positive_rate():
+    assert 0.1 < K.stream_bandwidth(mb=16, reps=2) < 10_000

@@ -17,7 +17,8 @@ import gradio as gr
 
 import viz
 from app_runtime import Worker, check_prompt, model_from_env, parse_settings
-from eagle_core import METHOD_LABELS, PRESETS
+from eagle_core import METHOD_LABELS, METHODS, PRESETS
+from eagle_core.trace import tau
 from viz.examples import cartesian_tree_cycle, example_prompts, example_traces, load_trace_file
 from viz.learn import FEATURES, GLOSSARY, INTRO, OTHERS, TREE, VERIFY
 
@@ -25,10 +26,11 @@ MODEL = model_from_env()
 UI_INTERVAL_S = 0.5  # redraw at most twice a second: drawing shares the GIL and the 2 cores with the decode thread
 STOPS: dict[str, threading.Event] = {}  # session -> stop flag of its current generation
 TRACE_DIR = tempfile.mkdtemp(prefix="eagle-traces-")
-METHOD_CHOICES = [(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)", m)
-                  for m in ("eagle2", "eagle1", "chain", "vanilla")]
-PRESET_CHOICES = [("readable tree (depth 4, top-k 4, 12 tokens)", "explain"),
-                  ("fastest on a 2-core CPU (2, 2, 4)", "cpu"), ("GPU, published EAGLE-2 (6, 10, 60)", "gpu")]
+METHOD_CHOICES = [(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)", m) for m in METHODS]
+PRESET_CHOICES = [(f"{label} (depth {PRESETS[name]['depth']}, top-k {PRESETS[name]['tree_top_k']}, "
+                   f"{PRESETS[name]['total_tokens']} tokens)", name)
+                  for label, name in (("readable tree", "explain"), ("fastest on a 2-core CPU", "cpu"),
+                                      ("GPU, published EAGLE-2", "gpu"))]
 
 
 def new_state(eagle=None, vanilla=None, title="") -> dict:
@@ -81,9 +83,8 @@ def session_id(request: gr.Request | None) -> str:
 
 def run_status(kind: str, cycles: list, t0: float, max_new: int) -> str:
     n = sum(len(c.committed_ids) for c in cycles) + (1 if cycles else 0)
-    tau = sum(len(c.accepted) for c in cycles) / len(cycles) if cycles else 0
     name = "EAGLE" if kind == "eagle" else "vanilla"
-    return (f"**{name}** running · cycle {len(cycles)} · {min(n, max_new)}/{max_new} tokens · τ {tau:.2f} · "
+    return (f"**{name}** running · cycle {len(cycles)} · {min(n, max_new)}/{max_new} tokens · τ {tau(cycles):.2f} · "
             f"{n / max(time.perf_counter() - t0, 1e-6):.1f} tok/s")
 
 

@@ -10,10 +10,11 @@ import os
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
-from eagle_core import DecodeSettings, Engine, load_default_head, load_target
+from eagle_core import METHODS, DecodeSettings, Engine, load_default_head, load_target
 
 # One long-lived thread does all torch work of the app: loading the model and every decode.
 # Each Python thread that calls torch gets its own OpenMP team, and measured on 2 cores a
@@ -21,24 +22,6 @@ from eagle_core import DecodeSettings, Engine, load_default_head, load_target
 ENGINE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eagle-engine")
 
 MAX_PROMPT_CHARS = 6000  # checked before tokenising, so a pasted novel fails fast
-METHODS = ("eagle2", "eagle1", "chain", "vanilla")
-
-
-class _FutureThread:
-    """The bits of threading.Thread the callers use (is_alive, join), for a job on ENGINE_THREAD."""
-
-    def __init__(self, future):
-        self.future = future
-
-    def is_alive(self) -> bool:
-        return not self.future.done()
-
-    def join(self, timeout: float | None = None) -> None:
-        try:
-            self.future.exception(timeout=timeout)
-        except Exception:  # TimeoutError: still running; the caller has set the stop flag
-            pass
-
 
 class ModelHolder:
     """The read-only engine, loaded once in a background thread and shared by every user."""
@@ -48,15 +31,15 @@ class ModelHolder:
         self.engine: Engine | None = None
         self.error: str | None = None
         self.ready = threading.Event()  # set when loaded OR failed
-        self._thread = None  # the loading job on ENGINE_THREAD
+        self._job: Future | None = None  # the loading job on ENGINE_THREAD
         self._lock = threading.Lock()
         self.t0 = self.load_s = 0.0
 
     def start(self) -> "ModelHolder":
         with self._lock:
-            if self._thread is None and not self.ready.is_set():
+            if self._job is None and not self.ready.is_set():
                 self.t0 = time.perf_counter()
-                self._thread = ENGINE_THREAD.submit(self._load)
+                self._job = ENGINE_THREAD.submit(self._load)
         return self
 
     def set_engine(self, engine: Engine) -> None:
@@ -82,7 +65,7 @@ class ModelHolder:
             return f"**Model ready:** {t.describe()} · EAGLE head: {head}{warn}"
         if self.error:
             return f"**Model failed to load:** {self.error}. Saved traces still replay."
-        if self._thread is None:
+        if self._job is None:
             return "Model not loaded yet; it loads on the first request."
         return (f"**Loading the model…** ({time.perf_counter() - self.t0:.0f} s) — meanwhile explore the "
                 "example traces below; Generate will wait for it.")
@@ -114,8 +97,6 @@ def parse_settings(method, depth, tree_top_k, total_tokens, chain_length, temper
                        temperature=as_float("temperature", temperature), top_p=as_float("top-p", top_p),
                        top_k=as_int("top-k", top_k), max_new_tokens=as_int("max new tokens", max_new_tokens),
                        seed=as_int("seed", seed))
-    if not 0 <= s.seed < 2 ** 63:
-        raise ValueError(f"seed must be between 0 and 2^63 (got {s.seed})")
     return s.validate(context_limit)
 
 
@@ -151,8 +132,16 @@ class Worker:
     def start(self) -> "Worker":
         for _, s in self.plan():  # fail fast, before the thread, with the engine's own messages
             self.engine.check(self.prompt, s)
-        self.thread = _FutureThread(ENGINE_THREAD.submit(self._run))
+        self.job: Future = ENGINE_THREAD.submit(self._run)
         return self
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the decode job to finish; True if it has."""
+        try:
+            self.job.exception(timeout=timeout)
+        except FutureTimeout:
+            return False
+        return True
 
     def _run(self) -> None:
         try:
@@ -172,10 +161,10 @@ class Worker:
 
     def cancel(self, wait_s: float = 5.0) -> None:
         """Stop a still-running decode (a closed tab) and wait for its thread; no-op once finished."""
-        thread = getattr(self, "thread", None)
-        if thread is not None and thread.is_alive():
+        job = getattr(self, "job", None)
+        if job is not None and not job.done():
             self.stop.set()
-            thread.join(wait_s)
+            self.wait(wait_s)
 
 
 def model_from_env() -> ModelHolder:
@@ -196,8 +185,8 @@ def make_example_traces(out_dir: str | None = None) -> None:
     from viz.examples import TRACE_DIR, example_prompts
     from viz.traces import bundle_to_json
 
-    # Only real runs of the shipped model and head are shipped; the hand-made illustration in
-    # viz.examples stays a test fixture.
+    # Only real runs of the shipped model and head are shipped; the hand-made illustration run
+    # is a test fixture (tests/illustration.py).
     out_dir = out_dir or TRACE_DIR
     os.makedirs(out_dir, exist_ok=True)
     holder = model_from_env().start()
@@ -207,7 +196,7 @@ def make_example_traces(out_dir: str | None = None) -> None:
     prompts = dict(example_prompts())
     for name, title, label, kw in EXAMPLE_RUNS:
         w = Worker(holder.engine, prompts[label], DecodeSettings(**kw)).start()
-        w.thread.join()
+        w.wait()
         runs = {}
         while not w.events.empty():
             what, kind, payload = w.events.get()

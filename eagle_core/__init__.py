@@ -9,7 +9,7 @@
 from .config import METHOD_LABELS, METHODS, PRESETS, DecodeSettings, preset
 from .decode import Engine, Generation
 from .head import EagleHead, HeadConfig, load_head, save_head
-from .heads import load_default_head, random_head
+from .default_head import load_default_head, random_head
 from .target import Target, from_model, load_target
 from .trace import (ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DraftNode, Run, RunSummary, run_from_dict, run_from_json,
                     run_to_dict, run_to_json)

@@ -10,7 +10,9 @@ import argparse
 import json
 import sys
 
-METHOD_ALIASES = {"eagle": "eagle2", "eagle2": "eagle2", "eagle1": "eagle1", "chain": "chain", "vanilla": "vanilla"}
+from .config import METHODS, PRESETS, preset
+
+METHOD_ALIASES = {"eagle": "eagle2", **{m: m for m in METHODS}}  # "eagle" is the default, EAGLE-2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,7 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--prompt", required=True)
     g.add_argument("--method", default="eagle", help="eagle (= eagle2 dynamic tree), eagle1 (static tree), chain, vanilla")
     g.add_argument("--max-new-tokens", type=int, default=128)
-    g.add_argument("--preset", default=None, help="tree preset: cpu (default on CPU), gpu (published EAGLE-2), small")
+    g.add_argument("--preset", default=None,
+                   help=f"tree preset, one of {', '.join(PRESETS)}: cpu is the default on a CPU, gpu (the published "
+                        "EAGLE-2 tree) on CUDA")
     g.add_argument("--depth", type=int, default=None)
     g.add_argument("--tree-top-k", type=int, default=None, help="EAGLE-2 branching / frontier width")
     g.add_argument("--total-tokens", type=int, default=None, help="EAGLE-2 draft tokens verified per cycle")
@@ -40,20 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from_args(a, device: str):
-    from .config import DecodeSettings, PRESETS
-
     method = METHOD_ALIASES.get(a.method)
     if method is None:
-        raise ValueError(f"unknown method {a.method!r}; choose one of eagle, eagle1, chain, vanilla")
-    preset = a.preset or ("gpu" if device.startswith("cuda") else "cpu")
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    kw = dict(PRESETS[preset])
-    for name in ("depth", "tree_top_k", "total_tokens", "chain_length"):
-        if getattr(a, name) is not None:
-            kw[name] = getattr(a, name)
-    return DecodeSettings(method=method, max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p,
-                          top_k=a.top_k, seed=a.seed, chat_template=not a.no_chat_template, **kw)
+        raise ValueError(f"unknown method {a.method!r}; choose one of {', '.join(METHOD_ALIASES)}")
+    tree = {name: getattr(a, name) for name in ("depth", "tree_top_k", "total_tokens", "chain_length")
+            if getattr(a, name) is not None}
+    return preset(a.preset or ("gpu" if device.startswith("cuda") else "cpu"), method=method,
+                  max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
+                  seed=a.seed, chat_template=not a.no_chat_template, **tree)
 
 
 def main(argv=None) -> int:
@@ -61,7 +59,7 @@ def main(argv=None) -> int:
     import torch
 
     from .decode import Engine
-    from .heads import load_default_head
+    from .default_head import load_default_head
     from .target import load_target, pick_device
     from .trace import run_to_json
 

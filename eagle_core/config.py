@@ -18,7 +18,7 @@ METHOD_LABELS = {
 
 # EAGLE-1 static tree: each entry is a path of ranks among the parent's top-k draft tokens, e.g.
 # (0, 1) = "the head's 2nd choice after its 1st choice". 25 draft nodes, 4/8/8/3/2 per depth,
-# the shape of the EAGLE-1 paper's default tree (+ root = 26 tokens verified per cycle).
+# the shape of the EAGLE-1 paper's default tree (arXiv:2401.15077; + root = 26 tokens verified per cycle).
 EAGLE1_TREE: tuple[tuple[int, ...], ...] = (
     (0,), (1,), (2,), (3,),
     (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0),
@@ -33,13 +33,14 @@ MAX_DEPTH = 16
 MAX_TREE_TOP_K = 32
 MAX_TOTAL_TOKENS = 256
 MAX_CHAIN = 16
+MAX_SEED = 2 ** 63  # torch.Generator.manual_seed takes a 64-bit integer
 
 
 @dataclass(frozen=True)
 class DecodeSettings:
     method: str = "eagle2"  # one of METHODS
     max_new_tokens: int = 128  # stop after this many generated tokens
-    # EAGLE-2 dynamic tree (REFERENCE §3): `depth` expansion steps, `tree_top_k` children per
+    # EAGLE-2 dynamic tree (arXiv:2406.16858): `depth` expansion steps, `tree_top_k` children per
     # node and frontier width, keep the best `total_tokens` draft nodes (root not counted).
     depth: int = 4
     tree_top_k: int = 4
@@ -99,6 +100,8 @@ class DecodeSettings:
             raise ValueError(f"top_p must be in (0, 1] (got {self.top_p})")
         if not isinstance(self.top_k, int) or self.top_k < 0:
             raise ValueError(f"top_k must be an integer >= 0 (got {self.top_k!r}); 0 disables it")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < MAX_SEED:
+            raise ValueError(f"seed must be an integer between 0 and 2^63 (got {self.seed!r})")
         return self
 
 
@@ -118,3 +121,29 @@ def preset(name: str, **overrides) -> DecodeSettings:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     return DecodeSettings(**{**PRESETS[name], **overrides})
+
+
+@dataclass(frozen=True)
+class TreeSetting:
+    """One EAGLE-2 tree shape, in the order DecodeSettings lists it: depth, top_k, total_tokens."""
+
+    depth: int
+    top_k: int
+    total_tokens: int  # draft nodes kept (root not counted): the target verifies total_tokens + 1
+
+    @property
+    def label(self) -> str:
+        return f"d{self.depth}/k{self.top_k}/t{self.total_tokens}"
+
+    def settings(self, **kw) -> DecodeSettings:
+        return DecodeSettings(method="eagle2", depth=self.depth, tree_top_k=self.top_k,
+                              total_tokens=self.total_tokens, **kw)
+
+
+def parse_tree(text: str) -> TreeSetting:
+    """"6,10,60" -> TreeSetting(depth=6, top_k=10, total_tokens=60): the one order every
+    command line of this project uses for a tree triple."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"a tree is depth,top_k,total_tokens, e.g. 6,10,60 (got {text!r})")
+    return TreeSetting(*map(int, parts))

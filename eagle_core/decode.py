@@ -1,7 +1,9 @@
 """The decode loop: one generator that yields a CycleRecord per draft/verify cycle.
 
 EAGLE and vanilla decoding are the same loop; vanilla simply drafts nothing, so each cycle
-verifies the root alone and commits the target's own token. Per cycle (names from the papers):
+verifies the root alone and commits the target's own token. Per cycle (names from the papers:
+speculative decoding, Leviathan et al. 2023 and Chen et al. 2023; EAGLE, arXiv:2401.15077;
+EAGLE-2's dynamic tree, arXiv:2406.16858):
 
   1. draft   the head catches up on the tokens committed last cycle, then drafts a tree
   2. verify  ONE ordinary forward of the target over root + tree, with a 4D tree-attention mask
@@ -15,12 +17,13 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 
 import torch
 
 from .config import DecodeSettings
 from .draft import Drafter
-from .trace import ACCEPTED, CycleRecord, DraftNode, Run, RunSummary
+from .trace import ACCEPTED, CycleRecord, DraftNode, Run, RunSummary, tau
 from .tree import DraftTree, tree_attention_mask, tree_positions
 from .verify import Verdict, logits_to_probs, sample, verify_greedy, verify_point_mass, verify_ratio
 
@@ -39,6 +42,30 @@ def compact_cache(cache, context_len: int, keep: list[int]) -> None:
             layer.values[..., context_len:context_len + len(keep), :] = layer.values.index_select(-2, i)
         layer.keys = layer.keys[..., :context_len + len(keep), :]
         layer.values = layer.values[..., :context_len + len(keep), :]
+
+
+@dataclass(frozen=True)
+class UnseenPairs:
+    """The committed pairs (f_t, x_{t+1}) the head has not seen yet, for t = start, start + 1, ...:
+    after the prefill the whole prompt, after a cycle the accepted path (its target features,
+    each paired with the token committed after it)."""
+
+    feats: torch.Tensor  # (m, H) target features f_t
+    next_tokens: torch.Tensor  # (m,) the token x_{t+1} after each
+    start: int  # head position of the first pair
+
+
+def cut_at_stop(new: list[int], n_out: int, eos: set[int], max_new_tokens: int) -> tuple[list[int], str | None]:
+    """The tokens of `new` to commit after `n_out` already committed, and why decoding stops
+    (None: it goes on). EOS is never committed; at most `max_new_tokens` are, in total."""
+    committed = []
+    for t in new:
+        if t in eos:
+            return committed, "eos"
+        committed.append(t)
+        if n_out + len(committed) >= max_new_tokens:
+            return committed, "max_new_tokens"
+    return committed, None
 
 
 class Engine:
@@ -93,33 +120,23 @@ class Generation:
     def _loop(self):
         eng, s, tgt = self.engine, self.s, self.engine.target
         drafter = eng.drafter if s.method != "vanilla" else None
-        dev = tgt.device
+        dev, limit = tgt.device, tgt.context_limit
         gen = torch.Generator().manual_seed(s.seed)
         eos = set(tgt.eos_ids)
-        limit = tgt.context_limit
         rule = "greedy" if s.greedy else ("ratio" if s.method == "chain" else "point_mass")
         t_start = time.perf_counter()
 
         # 0. prefill: the prompt through the target; its last logits give the first new token
-        ids = torch.tensor([self.prompt_ids], device=dev)
         cache = tgt.new_cache()
-        feats = tgt.forward(ids, cache)[0]  # (n, H)
+        feats = tgt.forward(torch.tensor([self.prompt_ids], device=dev), cache)[0]  # (n, H)
         first = self._pick(tgt.logits(feats[-1:])[0], gen)
         prefill_ms = (time.perf_counter() - t_start) * 1e3
-        out_ids = [first]
+        out_ids, stop_reason = cut_at_stop([first], 0, eos, s.max_new_tokens)
         L = len(self.prompt_ids)  # target cache length = position of the root
-        head_cache = pending = None
-        if drafter is not None:
-            head_cache = drafter.new_cache(min(limit, L + s.max_new_tokens) + HEAD_SCRATCH)
-            pending = (feats, torch.tensor(self.prompt_ids[1:] + [first], device=dev), 0)
+        unseen = UnseenPairs(feats, torch.tensor(self.prompt_ids[1:] + [first], device=dev), 0)
+        head_cache = None if drafter is None else drafter.new_cache(min(limit, L + s.max_new_tokens) + HEAD_SCRATCH)
         emitted = ""
         draft_s = verify_s = 0.0
-        stop_reason = None
-        if first in eos:
-            stop_reason = "eos"
-            out_ids.pop()
-        elif s.max_new_tokens <= 1:
-            stop_reason = "max_new_tokens"
         step = 0
         while stop_reason is None:
             if self.stop is not None and self.stop.is_set():
@@ -129,62 +146,55 @@ class Generation:
                 stop_reason = "context_full"
                 break
             root = out_ids[-1]
-            remaining = s.max_new_tokens - len(out_ids)
-            max_depth = min(remaining - 1, limit - 1 - L)
+            max_depth = min(s.max_new_tokens - len(out_ids) - 1, limit - 1 - L)  # room for drafts + bonus
 
-            # 1. draft
+            # 1. draft: the head catches up on last cycle's tokens, then drafts below the root
             t0 = time.perf_counter()
             if drafter is not None:
-                root_feat = drafter.catch_up(head_cache, pending[0], pending[1], pending[2])
+                root_feat = drafter.catch_up(head_cache, unseen.feats, unseen.next_tokens, unseen.start)
                 tree = drafter.draft(s, head_cache, root, root_feat, L, max_depth, gen)
             else:
                 tree = DraftTree((root,), (-1,), (1.0,), (0.0,))
             t1 = time.perf_counter()
 
-            # 2. verify: one forward over the whole tree
-            n = len(tree)
-            mask = tree_attention_mask(tree.parents, L, dtype=tgt.dtype, device=dev) if n > 1 else None
+            # 2. verify: one ordinary target forward over root + tree (tree mask, depth positions)
+            mask = tree_attention_mask(tree.parents, L, dtype=tgt.dtype, device=dev) if len(tree) > 1 else None
             pos = tree_positions(tree.parents, L).to(dev)[None]
             feats = tgt.forward(torch.tensor([tree.tokens], device=dev), cache, pos, mask)[0]  # (n, H)
+            # 3. accept: the longest path the target agrees with, then its bonus token
             verdict = self._accept(tree, feats, gen)
-            # 4. update: keep the accepted path's cache entries
+            # 4. update: keep only the accepted path in the target's KV cache
             compact_cache(cache, L, list(verdict.accepted))
             t2 = time.perf_counter()
             draft_s += t1 - t0
             verify_s += t2 - t1
 
             new = [tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus_token]
-            committed = []
-            for t in new:
-                if t in eos:
-                    stop_reason = "eos"
-                    break
-                committed.append(t)
-                if len(out_ids) + len(committed) >= s.max_new_tokens:
-                    stop_reason = "max_new_tokens"
-                    break
+            committed, stop_reason = cut_at_stop(new, len(out_ids), eos, s.max_new_tokens)
             out_ids.extend(committed)
             if drafter is not None and stop_reason is None:
-                acc = torch.tensor(verdict.accepted, device=dev)
-                pending = (feats[acc], torch.tensor(new, device=dev), L)
-            L += len(verdict.accepted)
+                accepted = torch.tensor(verdict.accepted, device=dev)
+                unseen = UnseenPairs(feats[accepted], torch.tensor(new, device=dev), L)
             text, emitted = self._delta(out_ids, emitted)
-            yield self._record(step, L - len(verdict.accepted), tree, verdict, committed, text, t1 - t0, t2 - t1, rule)
+            yield self._record(step, L, tree, verdict, committed, text, t1 - t0, t2 - t1, rule)
+            L += len(verdict.accepted)
             step += 1
+        self.run = self._finish(out_ids, first, stop_reason, time.perf_counter() - t_start, prefill_ms,
+                                draft_s, verify_s)
 
-        wall = time.perf_counter() - t_start
-        n_cycles = len(self.cycles)
-        accepted_total = sum(len(c.accepted) for c in self.cycles)  # accepted drafts + bonus, per cycle
-        text = tgt.decode(out_ids)
+    def _finish(self, out_ids, first, stop_reason, wall, prefill_ms, draft_s, verify_s) -> Run:
+        """The finished Run: the summary of the whole generation plus every cycle."""
+        eng, s, tgt = self.engine, self.s, self.engine.target
         summary = RunSummary(
-            method=s.method, prompt=self.prompt, text=text, token_ids=tuple(out_ids),
-            prompt_tokens=len(self.prompt_ids), new_tokens=len(out_ids), target_forwards=1 + n_cycles,
-            cycles=n_cycles, tau=accepted_total / n_cycles if n_cycles else 0.0, wall_s=wall,
+            method=s.method, prompt=self.prompt, text=tgt.decode(out_ids), token_ids=tuple(out_ids),
+            prompt_tokens=len(self.prompt_ids), new_tokens=len(out_ids), target_forwards=1 + len(self.cycles),
+            cycles=len(self.cycles), tau=tau(self.cycles), wall_s=wall,
             tokens_per_s=len(out_ids) / wall if wall > 0 else 0.0, prefill_ms=prefill_ms,
             draft_s=draft_s, verify_s=verify_s, stop_reason=stop_reason, settings=s.to_dict(),
-            model=tgt.name, head=eng.head_name if drafter is not None else "", device=str(dev),
+            model=tgt.name, head=eng.head_name if s.method != "vanilla" and eng.drafter is not None else "",
+            device=str(tgt.device),
         )
-        self.run = Run(summary, tuple(self.cycles), first_token_id=first, first_token_text=tgt.token_text(first))
+        return Run(summary, tuple(self.cycles), first_token_id=first, first_token_text=tgt.token_text(first))
 
     def _pick(self, logits, gen) -> int:
         s = self.s

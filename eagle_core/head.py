@@ -1,7 +1,8 @@
 """The EAGLE-1/2 auto-regression head, and its checkpoint format.
 
-Architecture (REFERENCE §2). At position t the head sees the target's feature f_t (its last
-hidden state, after the final norm: what the LM head consumes) and the embedding of the token
+Architecture of EAGLE (Li et al. 2024, arXiv:2401.15077), which EAGLE-2 (arXiv:2406.16858)
+keeps. At position t the head sees the target's feature f_t (its last hidden state, after the
+final norm: what the LM head consumes) and the embedding of the token
 that FOLLOWED it, x_{t+1} (the one-token shift), and predicts f_{t+1}:
 
     h = fc(cat(embed(x_{t+1}), f_t))            # (n, 2H) -> (n, H)

@@ -12,6 +12,9 @@ Vocabulary (names follow the papers):
   score  cumulative log q along the path from the root (EAGLE-2 ranks nodes by it)
   tau    tokens committed per draft/verify cycle (accepted drafts + the bonus token);
          vanilla decoding has tau = 1.00 by construction
+
+The run metrics (`tau`, `acceptance_by_depth`) are defined once, at the end of this module,
+on CycleRecords; the engine's summary, the training report and the app's charts all call them.
 """
 from __future__ import annotations
 
@@ -105,6 +108,51 @@ class Run:
     cycles: tuple[CycleRecord, ...]
     first_token_id: int | None = None  # the token produced by the prefill forward
     first_token_text: str = ""
+
+
+# -- run metrics ------------------------------------------------------------------------------
+def tau(cycles) -> float:
+    """Mean accepted length: tokens per draft/verify cycle, accepted drafts + the bonus token,
+    i.e. len(accepted path incl. root) averaged over cycles (one target forward each; the
+    prefill is not a cycle). Counted before the EOS / max_new_tokens cut of the last cycle,
+    as the field reports it. 0.0 for no cycles; vanilla = 1.00."""
+    cycles = list(cycles)
+    return sum(len(c.accepted) for c in cycles) / len(cycles) if cycles else 0.0
+
+
+@dataclass(frozen=True)
+class DepthAcceptance:
+    """Acceptance at one draft depth d (1 = the root's children), counted over cycles."""
+
+    depth: int
+    drafted: int  # cycles whose tree reaches depth d
+    reached: int  # of those, cycles whose accepted path reached depth d - 1: depth d was in play
+    accepted: int  # of those, cycles that accepted a draft at depth d
+
+    @property
+    def rate(self) -> float:
+        """The acceptance rate at depth d: accepted / reached (conditional on getting there)."""
+        return self.accepted / self.reached if self.reached else 0.0
+
+
+def acceptance_by_depth(cycles) -> list[DepthAcceptance]:
+    """One DepthAcceptance per depth 1 .. the deepest drafted; [] when nothing was drafted."""
+    drafted: dict[int, int] = {}
+    reached: dict[int, int] = {}
+    accepted: dict[int, int] = {}
+    for c in cycles:
+        a = len(c.accepted) - 1  # accepted drafts = depth of the accepted path
+        for d in range(1, max(n.depth for n in c.nodes) + 1):
+            drafted[d] = drafted.get(d, 0) + 1
+            if a >= d - 1:
+                reached[d] = reached.get(d, 0) + 1
+                accepted[d] = accepted.get(d, 0) + (a >= d)
+    return [DepthAcceptance(d, drafted[d], reached.get(d, 0), accepted.get(d, 0)) for d in sorted(drafted)]
+
+
+def acceptance_rates(cycles) -> dict[int, float]:
+    """{depth: acceptance rate} for the depths some cycle reached (the training report's table)."""
+    return {r.depth: r.rate for r in acceptance_by_depth(cycles) if r.reached}
 
 
 def _node_from_dict(d: dict) -> DraftNode:

@@ -37,9 +37,6 @@ class DraftTree:
     def depths(self) -> tuple[int, ...]:
         return depths_from_parents(self.parents)
 
-    def children(self) -> list[list[int]]:
-        return children_lists(self.parents)
-
 
 def depths_from_parents(parents) -> tuple[int, ...]:
     depths = []

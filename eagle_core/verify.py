@@ -1,6 +1,9 @@
 """Turning logits into distributions, and the acceptance rules that make EAGLE lossless.
 
-p is always the target's distribution, q the draft's (the papers' names). The three rules:
+p is always the target's distribution, q the draft's (the papers' names: speculative sampling,
+Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding", and Chen et
+al. 2023, "Accelerating Large Language Model Decoding with Speculative Sampling"; its tree form
+as in EAGLE, arXiv:2401.15077). The three rules:
 
 * greedy       a child is accepted iff it is the target's argmax at its parent; the output is
                therefore exactly vanilla greedy decoding.

@@ -1,8 +1,8 @@
 """Measure the app's numbers for docs/app.md (not a test; run it by hand):
 
-    python -m tests.measure_app startup        # `python app.py` -> page served, and -> model ready (warm cache)
-    python -m tests.measure_app startup-cold   # same with an empty weight cache (GGUF conversion)
-    python -m tests.measure_app ui             # first tree after Generate; tokens/s with and without the UI
+    python -m scripts.measure_app startup        # `python app.py` -> page served, and -> model ready (warm cache)
+    python -m scripts.measure_app startup-cold   # same with an empty weight cache (GGUF conversion)
+    python -m scripts.measure_app ui             # first tree after Generate; tokens/s with and without the UI
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DraftNode, Run
-from viz.examples import illustration_runs
+from tests.illustration import illustration_runs
 
 
 def illustration() -> tuple[Run, Run]:

@@ -3,6 +3,9 @@ launched app. Uses the default model with a few new tokens per run."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -37,8 +40,20 @@ def run_generate(prompt="Say hello.", session="A", compare=True, **kw):
 
 
 def test_importing_the_app_loads_no_model():
-    assert isinstance(app.demo, gr.Blocks)
-    assert app.MODEL.engine is not None  # installed by the fixture, not by the import
+    """In a fresh interpreter (here the fixture has installed an engine already): importing the
+    app builds the page, and neither loads a model nor starts loading one."""
+    code = ("import time, gradio as gr, eagle_core, eagle_core.target as t\n"
+            "def refuse(*a, **k): raise RuntimeError('load_target called')\n"
+            "eagle_core.load_target = t.load_target = refuse\n"
+            "import app\n"
+            "assert isinstance(app.demo, gr.Blocks)\n"
+            "time.sleep(1)  # a load started by the import would have failed by now\n"
+            "assert app.MODEL.engine is None and app.MODEL.error is None and not app.MODEL.ready.is_set()\n"
+            "print('no model')\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("no model"), proc.stderr[-2000:]
+    assert app.MODEL.engine is not None  # in this process: installed by the fixture
 
 
 @pytest.mark.parametrize("kw,msg", [
@@ -122,9 +137,10 @@ def test_two_sessions_generate_at_once_without_leaking():
     threads = [threading.Thread(target=go, args=(n, p)) for n, p in (("T1", "Name a colour."), ("T2", "Name a fruit."))]
     [t.start() for t in threads]
     [t.join(300) for t in threads]
-    assert results["T1"]["eagle"].summary.prompt == "Name a colour."
-    assert results["T2"]["eagle"].summary.prompt == "Name a fruit."
-    assert results["T1"] is not results["T2"]
+    for name, prompt in (("T1", "Name a colour."), ("T2", "Name a fruit.")):
+        state = results[name]
+        assert state["eagle"].summary.prompt == state["vanilla"].summary.prompt == prompt
+        assert list(state["cycles"]) == list(state["eagle"].cycles)  # no cycle of the other session
 
 
 def test_step_mode_advances_one_cycle_per_click():

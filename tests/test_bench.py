@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from eagle_core.bench import load_prompts
-from eagle_core.bench_report import summarize
+from eagle_core.bench.prompts import load_prompts
+from eagle_core.bench.report import summarize
 
 PROMPTS = [
     {"prompt": "Name three primary colors.", "category": "writing"},
@@ -77,7 +77,7 @@ def test_load_prompts_first_turn_and_limit(tmp_path):
 
 
 def test_summarize_hand_worked():
-    from eagle_core.bench import Sample
+    from eagle_core.bench.journal import Sample
 
     def smp(method, prompt, toks, wall, tau=1.0, cycles=3):
         return Sample(method, prompt, 0, "c", tuple(toks), wall, cycles, tau)
@@ -94,10 +94,14 @@ def test_summarize_hand_worked():
 
 
 def test_best_setting_maximises_tokens_per_second():
-    from eagle_core.costmodel import TreeSetting, best_setting, parse_trees
+    from eagle_core.bench.costmodel import best_setting, parse_trees
+    from eagle_core.config import TreeSetting, parse_tree
 
     small, big, huge = parse_trees("3,4,8;5,8,24;6,10,60")
-    assert small == TreeSetting(3, 4, 8) and small.label == "d3/k4/t8"
+    assert small == TreeSetting(3, 4, 8) == parse_tree("3,4,8") and small.label == "d3/k4/t8"
+    assert (small.depth, small.top_k, small.total_tokens) == (3, 4, 8)  # one order everywhere
+    with pytest.raises(ValueError, match="depth,top_k,total_tokens"):
+        parse_tree("60,6")
     cycle_ms = {small: 100.0, big: 150.0, huge: 300.0}
     best, tps = best_setting({small: 2.5, big: 3.3, huge: 4.5}, cycle_ms)
     assert best == small and tps == pytest.approx(25.0)  # 25 vs 22 vs 15 tokens/s
@@ -130,7 +134,7 @@ def test_profile_buckets_cover_the_cycle():
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     from eagle_core import DecodeSettings, Engine, from_model, random_head
-    from eagle_core.bench_profile import profile_cycles
+    from eagle_core.bench.cycle_profile import profile_cycles
 
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=32, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -173,10 +177,10 @@ def test_journal_resumes_and_reports(tmp_path):
     assert result["config"]["n_prompts"] == 2 and len(result["config"]["segments"]) == 2
     assert result["methods"]["eagle"]["overall"]["identical_to_vanilla"] == 1.0
 
-    # a report from the journal alone: no model is loaded, and a category selects prompts by text
+    # a report from the journal alone: no model is loaded (the --model given does not exist, so
+    # loading it would fail the command), and a category selects prompts by text
     rep = tmp_path / "math.json"
-    proc = bench("--report-only", "--categories", "math", "--json-out", str(rep))
-    assert "Loading weights" not in proc.stderr
+    bench("--report-only", "--categories", "math", "--json-out", str(rep), "--model", str(tmp_path / "no-such-model"))
     math = json.loads(rep.read_text())
     assert math["config"]["n_prompts"] == 1 and set(math["methods"]["eagle"]["by_category"]) == {"math"}
     mine = [s for s in result["samples"] if s["category"] == "math"]
@@ -189,7 +193,8 @@ def test_journal_resumes_and_reports(tmp_path):
 
 
 def test_journal_ignores_a_torn_last_line(tmp_path):
-    from eagle_core.bench import Journal, Prompt, Sample
+    from eagle_core.bench.journal import Journal, Sample
+    from eagle_core.bench.prompts import Prompt
 
     path = str(tmp_path / "j.jsonl")
     j = Journal(path, {"methods": ["vanilla"], "temperature": 0.0})
@@ -208,7 +213,7 @@ def test_journal_ignores_a_torn_last_line(tmp_path):
 
 
 def test_eagle_by_tau_hand_worked():
-    from eagle_core.bench_report import eagle_by_tau
+    from eagle_core.bench.report import eagle_by_tau
 
     def smp(method, prompt, tokens, wall, tau):
         return {"method": method, "prompt": prompt, "repeat": 0, "new_tokens": tokens, "wall_s": wall, "tau": tau}
@@ -222,7 +227,7 @@ def test_eagle_by_tau_hand_worked():
 
 
 def test_kernel_table_shape():
-    from eagle_core.bench_kernels import measure, render_markdown
+    from eagle_core.bench.kernels import measure, render_markdown
 
     rows = measure(rows=(1, 3), reps=2, hidden=16, kv=8, mlp=32, vocab=64, layers=2)
     assert [(r["weights"], r["rows"]) for r in rows][:2] == [("q, o", 1), ("q, o", 3)]

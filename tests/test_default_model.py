@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from eagle_core import DecodeSettings, Engine, load_default_head
-from eagle_core.heads import DEFAULT_HEAD_DIR
+from eagle_core.default_head import DEFAULT_HEAD_DIR
 from eagle_core.head import load_head
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

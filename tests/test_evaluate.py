@@ -1,6 +1,12 @@
-"""The evaluation metrics on hand-built cycles with known answers."""
-from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DraftNode
-from eagle_core.train.evaluate import depth_acceptance, load_eval_prompts
+"""The run metrics (eagle_core.trace) on hand-built cycles with known answers, and the app's
+charts and the training report agreeing on the same real run."""
+import pytest
+
+from eagle_core import DecodeSettings, Engine
+from eagle_core.trace import (ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DepthAcceptance, DraftNode,
+                              acceptance_by_depth, acceptance_rates, tau)
+from eagle_core.train.evaluate import load_eval_prompts, summarize
+from tests.conftest import tiny_head, tiny_target
 
 
 def _cycle(step, depths_decisions, accepted):
@@ -15,10 +21,13 @@ def test_depth_acceptance_known_answer():
     c1 = _cycle(0, chain3, (0, 1, 2))  # accepted depths 1 and 2, rejected at 3
     c2 = _cycle(1, [(0, 1, REJECTED), (1, 2, NOT_REACHED), (2, 3, NOT_REACHED)], (0,))  # nothing
     c3 = _cycle(2, [(0, 1, ACCEPTED), (1, 2, REJECTED)], (0, 1))  # depth 1 only, tree 2 deep
-    acc = depth_acceptance([c1, c2, c3])
-    # depth 1: reached by 3 cycles, accepted by 2; depth 2: reached by c1 and c3, accepted by c1;
-    # depth 3: reached only by c1 (c3's tree is 2 deep), rejected there
-    assert acc == {1: 2 / 3, 2: 1 / 2, 3: 0.0}
+    # depth 1: drafted and reached by 3 cycles, accepted by 2; depth 2: drafted by 3, reached by
+    # c1 and c3, accepted by c1; depth 3: drafted by c1 and c2, reached only by c1, rejected there
+    assert acceptance_by_depth([c1, c2, c3]) == [DepthAcceptance(1, 3, 3, 2), DepthAcceptance(2, 3, 2, 1),
+                                                 DepthAcceptance(3, 2, 1, 0)]
+    assert acceptance_rates([c1, c2, c3]) == {1: 2 / 3, 2: 1 / 2, 3: 0.0}
+    assert tau([c1, c2, c3]) == pytest.approx((3 + 1 + 2) / 3)
+    assert tau([]) == 0.0 and acceptance_by_depth([]) == []
 
 
 def test_load_eval_prompts_per_category(tmp_path):
@@ -27,3 +36,23 @@ def test_load_eval_prompts_per_category(tmp_path):
                  '{"prompt": "c", "category": "y"}\n')
     assert load_eval_prompts(str(f), per_category=1) == [("x", "a1"), ("y", "c")]
     assert len(load_eval_prompts(str(f))) == 3
+
+
+def test_app_charts_and_training_report_agree_on_one_run():
+    """tau and acceptance by depth: the engine's summary (which the app's status line shows), the
+    training report (train.evaluate) and the app's charts (viz.charts) give the same numbers."""
+    import viz
+
+    target = tiny_target("llama", seed=3)
+    run = Engine(target, tiny_head(target)).run("abcabcabc", DecodeSettings(
+        method="eagle2", depth=3, tree_top_k=3, total_tokens=8, max_new_tokens=40, chat_template=False))
+    report = summarize([run])
+    assert len(report["acceptance_by_depth"]) >= 2 and any(0 < r < 1 for r in report["acceptance_by_depth"].values())
+
+    bars = viz.acceptance_by_depth_figure(run.cycles).data[0]
+    chart = {int(x.split()[1]): y for x, y in zip(bars.x, bars.y)}
+    assert chart == pytest.approx(report["acceptance_by_depth"])
+
+    title = viz.accepted_length_figure(run.cycles).layout.title.text
+    assert f"τ = {report['tau']:.2f}" in title
+    assert run.summary.tau == pytest.approx(report["tau"])

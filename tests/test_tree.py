@@ -18,8 +18,8 @@ PARENTS = (-1, 0, 0, 1, 1, 2, 3)
 def test_depths_children_paths():
     assert depths_from_parents(PARENTS) == (0, 1, 1, 2, 2, 2, 3)
     assert children_lists(PARENTS) == [[1, 2], [3, 4], [5], [6], [], [], []]
-    assert root_to_leaf_paths(PARENTS) == [[0, 2, 5], [0, 1, 4], [0, 1, 3, 6]] or \
-        sorted(root_to_leaf_paths(PARENTS)) == sorted([[0, 2, 5], [0, 1, 4], [0, 1, 3, 6]])
+    # one path per leaf, in leaf index order (4, 5, 6)
+    assert root_to_leaf_paths(PARENTS) == [[0, 1, 4], [0, 2, 5], [0, 1, 3, 6]]
 
 
 def test_ancestor_mask_known():

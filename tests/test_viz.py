@@ -51,7 +51,9 @@ def test_vanilla_cycle_is_root_plus_bonus():
     c = vanilla_cycle()
     g = viz.tree_graph(c)
     assert (g.number_of_nodes(), g.number_of_edges()) == (2, 1)
-    viz.tree_figure(c), viz.mask_figure(c)
+    markers = [t for t in viz.tree_figure(c).data if t.mode == "markers+text"]
+    assert sorted(len(t.x) for t in markers) == [1, 1]  # the root and the bonus, nothing drafted
+    assert [list(r) for r in viz.mask_figure(c).data[0].z] == [[1]]  # the root sees itself only
     assert len(viz.probs_figure(c).data) == 1  # just the bonus bar
 
 
@@ -89,12 +91,16 @@ def test_probs_figure_greedy_and_sampled():
 
 def test_charts():
     eagle, vanilla = illustration()
-    rows = viz.acceptance_by_depth(eagle.cycles)
-    assert rows[0] == (1, 3, 4)  # depth 1: accepted in cycles 1, 2, 4 of 4
+    depth = viz.acceptance_by_depth_figure(eagle.cycles).data[0]
+    # depth 1: accepted in cycles 1, 2, 4 of 4; depth 2: by cycles 1, 2 and 4 of the 3 that
+    # accepted depth 1; depth 4: only cycle 4 drafted it and got there
+    assert list(depth.text)[:2] == ["3/4", "3/3"] and list(depth.y)[:2] == [0.75, 1.0]
+    assert list(depth.text)[-1] == "1/1"
     fig = viz.accepted_length_figure(eagle.cycles, selected=1)
     assert list(fig.data[0].y) == [3, 3, 0, 4] and "τ = 3.50" in fig.layout.title.text
     assert len(viz.timing_figure(eagle, vanilla).data) == 4
-    viz.acceptance_by_depth_figure([vanilla_cycle()])  # no drafts: a message, not a crash
+    empty = viz.acceptance_by_depth_figure([vanilla_cycle()])  # no drafts: a message, not a crash
+    assert not empty.data and "needs drafted tokens" in empty.layout.annotations[0].text
 
 
 def test_text_html_colours_escapes_and_keeps_newlines():

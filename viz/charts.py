@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from eagle_core.trace import CycleRecord, Run
+from eagle_core.trace import CycleRecord, Run, acceptance_by_depth, tau
 
 from .style import BLUE, BONUS, GREEN, GREY, SKY, base_layout, empty_figure
 
@@ -21,42 +21,32 @@ def accepted_length_figure(cycles: list[CycleRecord] | tuple, selected: int | No
                          marker=dict(color=BONUS, pattern=dict(shape=".", fgcolor="white", size=5)),
                          hovertemplate="cycle %{x}: +1 bonus<extra></extra>"))
     running, total = [], 0
-    for i, a in enumerate(acc):
-        total += a + 1
-        running.append(total / (i + 1))
+    for i, c in enumerate(cycles, 1):
+        total += len(c.accepted)  # accepted drafts + bonus, what eagle_core.trace.tau averages
+        running.append(total / i)
     fig.add_trace(go.Scatter(x=steps, y=running, name="τ so far (tokens per target pass)", mode="lines",
                              line=dict(color="#1f2430", width=3, dash="dash")))
     if selected is not None and 0 <= selected < len(cycles):
         fig.add_vline(x=cycles[selected].step + 1, line=dict(color="#444", width=2, dash="dot"))
-    tau = running[-1]
-    base_layout(fig, f"Tokens per cycle · τ = {tau:.2f}", height=330, barmode="stack", bargap=0.15)
+    base_layout(fig, f"Tokens per cycle · τ = {tau(cycles):.2f}", height=330, barmode="stack", bargap=0.15)
     fig.update_xaxes(title="cycle (one target forward each)", title_font=dict(size=15))
     fig.update_yaxes(title="tokens", gridcolor="#eee", rangemode="tozero", dtick=1 if max(acc) < 8 else None)
     return fig
 
 
-def acceptance_by_depth(cycles) -> list[tuple[int, int, int]]:
-    """[(depth, cycles whose accepted path reached it, cycles whose tree had that depth)]."""
-    out = []
-    max_depth = max((n.depth for c in cycles for n in c.nodes), default=0)
-    for d in range(1, max_depth + 1):
-        had = sum(1 for c in cycles if any(n.depth == d for n in c.nodes))
-        reached = sum(1 for c in cycles if len(c.accepted) > d)
-        out.append((d, reached, had))
-    return out
-
-
 def acceptance_by_depth_figure(cycles) -> go.Figure:
-    rows = acceptance_by_depth(cycles)
+    """Bars per draft depth: the acceptance rate there (eagle_core.trace.acceptance_by_depth, the
+    same numbers as the training report), labelled accepted / reached. A depth that was drafted
+    but never reached has no rate and no bar, as in the report."""
+    rows = [r for r in acceptance_by_depth(cycles) if r.reached]
     if not rows:
         return empty_figure("Acceptance by depth needs drafted tokens (vanilla drafts none).", height=320)
-    rates = [r / h if h else 0 for _, r, h in rows]
     fig = go.Figure(go.Bar(
-        x=[f"depth {d}" for d, _, _ in rows], y=rates, marker=dict(color=GREEN),
-        text=[f"{r}/{h}" for _, r, h in rows], textposition="outside", cliponaxis=False,
-        hovertemplate="%{x}: the accepted path reached it in %{text} cycles<extra></extra>"))
-    base_layout(fig, "How deep the accepted path reaches", height=330)
-    fig.update_yaxes(range=[0, 1.15], tickformat=".0%", title="share of cycles", gridcolor="#eee")
+        x=[f"depth {r.depth}" for r in rows], y=[r.rate for r in rows], marker=dict(color=GREEN),
+        text=[f"{r.accepted}/{r.reached}" for r in rows], textposition="outside", cliponaxis=False,
+        hovertemplate="%{x}: accepted in %{text} of the cycles whose accepted path got that far<extra></extra>"))
+    base_layout(fig, "Acceptance rate by depth", height=330)
+    fig.update_yaxes(range=[0, 1.15], tickformat=".0%", title="accepted / reached", gridcolor="#eee")
     return fig
 
 

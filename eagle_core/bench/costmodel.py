@@ -1,9 +1,10 @@
 """A cost model of this hardware for EAGLE: what a cycle costs, and which tree pays off.
 
-    python -m eagle_core.costmodel --md-out costmodel.md --png-out docs/img/costmodel.png
+    python -m eagle_core.bench.costmodel --md-out costmodel.md --png-out docs/img/costmodel.png
 
 Speculative decoding wins when  speedup = tau / c,  where tau is the mean tokens committed per
-cycle and c the cost of one draft/verify cycle in units of one vanilla step (REFERENCE §4).
+cycle and c the cost of one draft/verify cycle in units of one vanilla step (the analysis of
+Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding").
 On a 2-core CPU a tree of n nodes costs far more than one token (the target forward is not
 free in n as on a GPU), so c grows with the tree and the best tree is a trade. Measured here:
 
@@ -13,7 +14,7 @@ free in n as on a GPU), so c grows with the tree and the best tree is a trade. M
      the draft LM head + log-softmax + top-k over the full and a reduced draft vocabulary
   3. whole cycles: real engine runs per tree setting (random head: every tree is full size),
      giving cycle ms, its draft/verify split, and c = cycle ms / vanilla cycle ms
-  4. a cProfile breakdown of one EAGLE cycle (bench_profile.py)
+  4. a cProfile breakdown of one EAGLE cycle (cycle_profile.py)
 
 `best_setting(taus, cycle_ms)` picks the tree that maximises tau / cycle time once tau per
 setting is measured with the trained head (`--prompts FILE` measures it here).
@@ -24,38 +25,26 @@ import argparse
 import json
 import statistics
 import time
-from dataclasses import dataclass
 
 import torch
 
-from .config import DecodeSettings
-from .decode import compact_cache
-from .tree import tree_attention_mask, tree_positions
-
-
-@dataclass(frozen=True)
-class TreeSetting:
-    depth: int
-    top_k: int
-    total_tokens: int  # draft nodes kept (root not counted): the target verifies total_tokens + 1
-
-    @property
-    def label(self) -> str:
-        return f"d{self.depth}/k{self.top_k}/t{self.total_tokens}"
-
-    def settings(self, **kw) -> DecodeSettings:
-        return DecodeSettings(method="eagle2", depth=self.depth, tree_top_k=self.top_k,
-                              total_tokens=self.total_tokens, **kw)
+from ..config import DecodeSettings, TreeSetting, parse_tree
+from ..decode import Engine, compact_cache
+from ..tree import tree_attention_mask, tree_positions
+from .cost_report import forward_table, head_table, render_png, tree_rows, tree_table
+from .cycle_profile import profile_cycles, profile_markdown
+from .prompts import load_prompts
+from .report import machine_info, replace_block
+from .timing import median_s, sync
 
 
 DEFAULT_TREES = (TreeSetting(3, 4, 8), TreeSetting(4, 6, 12), TreeSetting(5, 8, 16), TreeSetting(5, 8, 24),
                  TreeSetting(6, 10, 32), TreeSetting(6, 10, 60))
-HYPOTHETICAL_TAUS = (2.0, 3.0, 4.0)  # a trained EAGLE-2 head reaches ~3-4.5 on chat (REFERENCE §6)
 
 
 def parse_trees(text: str) -> tuple[TreeSetting, ...]:
-    """"5,8,24;6,10,60" -> TreeSettings (depth, top_k, total_tokens)."""
-    return tuple(TreeSetting(*map(int, part.split(","))) for part in text.split(";") if part.strip())
+    """"5,8,24;6,10,60" -> TreeSettings, each triple depth,top_k,total_tokens (config.parse_tree)."""
+    return tuple(parse_tree(part) for part in text.split(";") if part.strip())
 
 
 def best_setting(taus: dict, cycle_ms: dict):
@@ -69,20 +58,6 @@ def best_setting(taus: dict, cycle_ms: dict):
         raise ValueError("no setting has both a tau and a cycle cost")
     best = max(scored, key=scored.get)
     return best, scored[best]
-
-
-def _median_ms(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
-def _sync(device):
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 # -- 1. target forward ------------------------------------------------------------------------
@@ -100,15 +75,15 @@ def measure_forward(target, ctx: int = 300, sizes=range(1, 65), repeats: int = 5
         for n in sizes:
             parents = [-1] + [(i - 1) // 2 for i in range(1, n)]  # a binary tree of n nodes
             toks = torch.randint(100, target.vocab_size, (1, n), generator=g).to(dev)
-            _sync(dev)
+            sync(dev)
             t0 = time.perf_counter()
             mask = tree_attention_mask(parents, ctx, dtype=target.dtype, device=dev) if n > 1 else None
             pos = tree_positions(parents, ctx).to(dev)[None]
             feats = target.forward(toks, cache, pos, mask)[0]
-            _sync(dev)
+            sync(dev)
             t1 = time.perf_counter()
             target.logits(feats)
-            _sync(dev)
+            sync(dev)
             t2 = time.perf_counter()
             compact_cache(cache, ctx, [])  # drop the n new entries again
             times[n]["body"].append((t1 - t0) * 1e3)
@@ -136,18 +111,18 @@ def measure_head_steps(target, head, ctx: int = 300, widths=(1, 2, 4, 8, 10), vo
         def step():
             head(e, f, pos, cache=cache)
             cache.crop(ctx)
-            _sync(dev)
+            sync(dev)
         step()
-        out["head_ms"][m] = _median_ms(step, repeats)
+        out["head_ms"][m] = 1e3 * median_s(step, repeats)
         for N in vocab_sizes:
             wN = w[: (N or w.shape[0])].detach().clone()
             x = torch.randn(m, H, device=dev, dtype=target.dtype)
 
             def lm():
                 torch.log_softmax((x @ wN.T).float(), -1).topk(top_k, dim=-1)
-                _sync(dev)
+                sync(dev)
             lm()
-            out["lm_ms"][(N or w.shape[0], m)] = _median_ms(lm, repeats)
+            out["lm_ms"][(N or w.shape[0], m)] = 1e3 * median_s(lm, repeats)
     return out
 
 
@@ -164,8 +139,6 @@ def context_prompt(target, ctx: int) -> str:
 def measure_cycles(target, head, trees, vocabs: dict, prompt: str, new_tokens: int = 32) -> dict:
     """Engine runs: {"vanilla": row, (vocab_name, setting): row}, row = {"cycle_ms", "draft_ms",
     "verify_ms", "tau", "cycles"}. Per-cycle times exclude the prefill."""
-    from .decode import Engine
-
     def row(engine, s):
         r = engine.run(prompt, s).summary
         n = max(r.cycles, 1)
@@ -196,7 +169,7 @@ def measure_taus(engine, prompts: list[str], trees, new_tokens: int) -> dict:
 
 # -- CLI --------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m eagle_core.costmodel", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.costmodel", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--ctx", type=int, default=300, help="committed context (cache) length")
     ap.add_argument("--max-n", type=int, default=64, help="forward sizes 1..MAX_N")
@@ -225,10 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> dict:
     import sys
 
-    from . import Engine, load_default_head, load_target
-    from .bench_cost_report import forward_table, head_table, render_png, tree_rows, tree_table
-    from .bench_profile import profile_cycles, profile_markdown
-    from .bench_report import machine_info, replace_block
+    from .. import load_default_head, load_target
 
     a = build_parser().parse_args(argv)
     if a.threads:
@@ -256,8 +226,6 @@ def main(argv=None) -> dict:
     cycles = measure_cycles(target, head, trees, vocabs, prompt, a.cycle_tokens)
     taus = None
     if a.prompts:
-        from .bench import load_prompts
-
         ps = [p.text for p in load_prompts(a.prompts, a.limit)]
         taus = measure_taus(Engine(target, head, vocab, head_name), ps, trees, a.tau_tokens)
     prof = None

@@ -21,7 +21,7 @@ def _key(fn):
 
 
 def _engine_functions() -> dict:
-    from . import decode, draft, head, target, tree
+    from .. import decode, draft, head, target, tree
 
     g = lambda obj, name: getattr(obj, name, None)  # noqa: E731  (tolerate engine refactors)
     return {

@@ -14,106 +14,24 @@ same condition: the target's EOS ids or `max_new_tokens`, EOS itself not counted
 Fairness: after a warm-up, the methods run interleaved per prompt (A B C A B C ...), so a drift
 in machine speed hits all of them alike. Each run is timed here, around the whole call, with the
 same clock for every method; on CUDA the harness synchronises before reading the clock (the
-engine itself never does). Aggregation, tables and charts live in `bench_report.py`.
+engine itself never does). Aggregation, tables and charts live in `report.py`, the resumable record in `journal.py`.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import datetime
-import hashlib
 import json
-import os
 import sys
 import time
-from dataclasses import dataclass
 
 import torch
 
-from .bench_report import eagle_by_tau, machine_info, render_markdown, render_png, replace_block, summarize
-from .config import DecodeSettings
+from ..config import DecodeSettings
+from .journal import Journal, Sample, sample_to_dict
+from .prompts import Prompt, load_prompts
+from .report import eagle_by_tau, machine_info, render_markdown, render_png, replace_block, summarize
+from .timing import sync
 
 METHOD_NAMES = ("vanilla", "hf", "hf-pld", "eagle")
-# MT-bench's eight categories; Spec-Bench reports them together as "multi-turn conversation".
-MT_BENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
-
-
-@dataclass(frozen=True)
-class Prompt:
-    index: int
-    text: str
-    category: str
-
-    @property
-    def key(self) -> str:
-        """Identifies the prompt in a journal independently of its position in a selection."""
-        return hashlib.sha1(self.text.encode("utf-8")).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One timed generation of one method on one prompt."""
-
-    method: str
-    prompt_index: int
-    repeat: int
-    category: str
-    token_ids: tuple[int, ...]  # generated ids, EOS excluded
-    wall_s: float  # measured by the harness around the whole call (prefill included)
-    cycles: int  # target forwards after the prefill (draft/verify cycles)
-    tau: float | None  # tokens committed per cycle (engine) / per target forward after prefill (hf)
-    draft_s: float | None = None  # engine methods only (None for transformers generate)
-    verify_s: float | None = None
-    prefill_s: float | None = None
-    stop_reason: str = ""
-
-    @property
-    def new_tokens(self) -> int:
-        return len(self.token_ids)
-
-
-def load_prompts(path: str, limit: int | None = None, merge_mt_bench: bool = False,
-                 per_category: int | None = None, categories: list[str] | None = None) -> list[Prompt]:
-    """JSONL with a `prompt` field, or `turns` (MT-bench / Spec-Bench: the first turn is used),
-    and an optional `category`; `per_category` keeps the first N of each category; `categories`
-    keeps only those categories (the name "mt_bench" stands for MT-bench's eight)."""
-    prompts = []
-    seen: dict[str, int] = {}
-    wanted = None
-    if categories:
-        wanted = set()
-        for c in categories:
-            wanted.update(MT_BENCH_CATEGORIES + ("mt_bench",) if c == "mt_bench" else (c,))
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            d = json.loads(line)
-            if "prompt" in d:
-                text = d["prompt"]
-            elif d.get("turns"):
-                text = d["turns"][0]
-            else:
-                raise ValueError(f"{path}:{line_no}: expected a 'prompt' or 'turns' field")
-            cat = str(d.get("category") or "all")
-            if wanted is not None and cat not in wanted:
-                continue
-            if merge_mt_bench and cat in MT_BENCH_CATEGORIES:
-                cat = "mt_bench"
-            if per_category is not None and seen.get(cat, 0) >= per_category:
-                continue
-            seen[cat] = seen.get(cat, 0) + 1
-            prompts.append(Prompt(len(prompts), text, cat))
-            if limit is not None and len(prompts) >= limit:
-                break
-    if not prompts:
-        raise ValueError(f"{path}: no prompts")
-    return prompts
-
-
-def _sync(device: str) -> None:
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def _strip_eos(ids: list[int], eos: set[int]) -> tuple[int, ...]:
@@ -149,10 +67,10 @@ class Runner:
         s = self.settings.with_(method="vanilla" if method == "vanilla" else self.eagle_method,
                                 max_new_tokens=n, seed=seed)
         dev = self.target.device
-        _sync(dev)
+        sync(dev)
         t0 = time.perf_counter()
         run = self.engine.run(prompt.text, s)
-        _sync(dev)
+        sync(dev)
         wall = time.perf_counter() - t0
         r = run.summary
         return Sample(method, prompt.index, repeat, prompt.category, tuple(r.token_ids), wall, r.cycles, r.tau,
@@ -170,11 +88,12 @@ class Runner:
         self._forwards = 0
         hook = self.target.model.register_forward_hook(self._count)  # counts target forwards for tau
         try:
-            _sync(dev)
+            sync(dev)
             t0 = time.perf_counter()
-            with torch.inference_mode():
+            # stock transformers: the model's own nn.Linear modules, not the engine's kernels
+            with torch.inference_mode(), self.target.stock_kernels():
                 out = self.target.model.generate(input_ids=x, attention_mask=torch.ones_like(x), **kw)
-            _sync(dev)
+            sync(dev)
             wall = time.perf_counter() - t0
         finally:
             hook.remove()
@@ -184,104 +103,6 @@ class Runner:
         tau = (len(gen) - 1) / cycles if cycles else None  # tokens per forward after the prefill's first
         stop = "eos" if len(toks) < len(gen) else "max_new_tokens"
         return Sample(method, prompt.index, repeat, prompt.category, toks, wall, cycles, tau, stop_reason=stop)
-
-
-def sample_to_dict(s: Sample, tokens: bool = True) -> dict:
-    d = {"method": s.method, "prompt": s.prompt_index, "repeat": s.repeat, "category": s.category,
-         "new_tokens": s.new_tokens, "wall_s": round(s.wall_s, 5), "cycles": s.cycles, "tau": s.tau,
-         "draft_s": s.draft_s, "verify_s": s.verify_s, "prefill_s": s.prefill_s, "stop_reason": s.stop_reason}
-    if tokens:
-        d["token_ids"] = list(s.token_ids)
-    return d
-
-
-def sample_from_dict(d: dict) -> Sample:
-    return Sample(d["method"], d["prompt"], d["repeat"], d["category"], tuple(d["token_ids"]), d["wall_s"],
-                  d["cycles"], d["tau"], d.get("draft_s"), d.get("verify_s"), d.get("prefill_s"),
-                  d.get("stop_reason", ""))
-
-
-class Journal:
-    """An append-only JSONL record of a benchmark run, so a run of hours survives interruptions.
-
-    Line 1 is {"journal": KEY}: everything that must not change within one run (model, head, tree,
-    methods, tokens, sampling, seed). Each start of the command appends {"segment": {...}} (when, and
-    the machine's state); each finished prompt appends {"prompt": KEY, "repeat": R, "samples": [...]}
-    with all its methods in one line. Rerunning the same command skips the prompts already done.
-    Prompts are matched by a hash of their text, not their position, so --limit, --per-category and
-    --categories may differ between the run and the reports made from it. A torn last line (the
-    process killed mid-write) is ignored and that prompt is run again.
-    """
-
-    def __init__(self, path: str, key: dict | None = None):
-        self.path, self.key = path, key
-        self.done: dict[tuple[str, int], list[Sample]] = {}
-        self.segments: list[dict] = []
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-            if key is not None and not text.endswith("\n"):  # drop a torn last line before appending
-                text = text[: text.rfind("\n") + 1]
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(text)
-            lines = text.splitlines()
-            try:
-                found = json.loads(lines[0])["journal"]
-            except (ValueError, KeyError, TypeError):
-                raise ValueError(f"{path}: not a benchmark journal") from None
-            if key is not None and found != key:
-                diff = sorted(k for k in set(found) | set(key) if found.get(k) != key.get(k))
-                raise ValueError(f"{path} was written by a run with different settings ({', '.join(diff)}); "
-                                 "use another --journal file, or the same settings to resume")
-            self.key = found
-            for i, line in enumerate(lines[1:], 2):
-                try:
-                    d = json.loads(line)
-                except ValueError:
-                    if i == len(lines):
-                        break  # torn last line
-                    raise ValueError(f"{path}:{i}: unreadable line") from None
-                if "segment" in d:
-                    self.segments.append(d["segment"])
-                elif "prompt" in d:
-                    self.done[(d["prompt"], d["repeat"])] = [sample_from_dict(x) for x in d["samples"]]
-        elif key is None:
-            raise ValueError(f"{path}: no such journal")
-        else:
-            self._append({"journal": key})
-
-    def _append(self, obj: dict) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(obj, separators=(",", ":")) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-    def start_segment(self, machine: dict, todo: int) -> None:
-        seg = {"started": datetime.datetime.now().isoformat(timespec="seconds"), "todo": todo, **machine}
-        self.segments.append(seg)
-        self._append({"segment": seg})
-
-    def get(self, prompt: Prompt, repeat: int, methods: list[str]) -> list[Sample] | None:
-        """This prompt's samples from an earlier segment, renumbered for the current selection."""
-        old = self.done.get((prompt.key, repeat))
-        if old is None or {s.method for s in old} < set(methods):
-            return None
-        return [dataclasses.replace(s, prompt_index=prompt.index, category=prompt.category)
-                for s in old if s.method in methods]
-
-    def select(self, prompts: list[Prompt], repeats: int, methods: list[str]) -> dict[tuple[int, int], list[Sample]]:
-        """(repeat, prompt index) -> samples, for the selected prompt runs this journal holds."""
-        found = {}
-        for r in range(repeats):
-            for p in prompts:
-                got = self.get(p, r, methods)
-                if got is not None:
-                    found[(r, p.index)] = got
-        return found
-
-    def record(self, prompt: Prompt, repeat: int, samples: list[Sample]) -> None:
-        self.done[(prompt.key, repeat)] = samples
-        self._append({"prompt": prompt.key, "repeat": repeat, "samples": [sample_to_dict(s) for s in samples]})
 
 
 def run_benchmark(runner: Runner, prompts: list[Prompt], methods: list[str], repeats: int = 1,
@@ -413,7 +234,7 @@ def main(argv=None) -> dict:
 
 def _run(args, methods, prompts, log):
     """Load the model and run the benchmark; returns (samples, run key, journal segments)."""
-    from . import Engine, load_default_head, load_target
+    from .. import Engine, load_default_head, load_target
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,6 +1,6 @@
 """Why verifying a few tokens is not free on a CPU: the target's matrix products, timed alone.
 
-    python -m eagle_core.bench_kernels --threads 2 [--update-doc docs/performance.md]
+    python -m eagle_core.bench.kernels --threads 2 [--update-doc docs/performance.md]
 
 Times one fp32 product of M rows with each weight shape of the target (SmolLM2-135M by default:
 hidden 576, 3 KV heads of 64, MLP 1536, vocabulary 49152) for M = 1 (a vanilla step) and the row
@@ -12,27 +12,20 @@ what makes tree verification cheap there; the table shows what they cost here.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+
+from .report import replace_block
+from .timing import median_s
+
+
+WARMUP = 3  # untimed calls before each timing (first calls pay for allocation and packing)
 
 
 def shapes(hidden: int = 576, kv: int = 192, mlp: int = 1536, vocab: int = 49152, layers: int = 30) -> dict:
     """name -> (out_features, in_features, how many per forward)."""
     return {"q, o": (hidden, hidden, 2 * layers), "k, v": (kv, hidden, 2 * layers),
             "gate, up": (mlp, hidden, 2 * layers), "down": (hidden, mlp, layers), "lm head": (vocab, hidden, 1)}
-
-
-def _time(f, reps: int) -> float:
-    for _ in range(3):
-        f()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def measure(rows=(1, 5, 9), reps: int = 200, **shape_kw) -> list[dict]:
@@ -48,11 +41,11 @@ def measure(rows=(1, 5, 9), reps: int = 200, **shape_kw) -> list[dict]:
             for m in rows:
                 x = torch.randn(m, n_in)
                 row = {"weights": name, "shape": f"{n_out}x{n_in}", "per_forward": count, "rows": m,
-                       "linear_us": 1e6 * _time(lambda: torch.nn.functional.linear(x, w), r),
-                       "transposed_us": 1e6 * _time(lambda: x @ wt, r), "mkl_packed_us": None}
+                       "linear_us": 1e6 * median_s(lambda: torch.nn.functional.linear(x, w), r, WARMUP),
+                       "transposed_us": 1e6 * median_s(lambda: x @ wt, r, WARMUP), "mkl_packed_us": None}
                 if has_mkl:
                     packed = torch.ops.mkl._mkl_reorder_linear_weight(w, m)
-                    row["mkl_packed_us"] = 1e6 * _time(lambda: torch.ops.mkl._mkl_linear(x, packed, w, None, m), r)
+                    row["mkl_packed_us"] = 1e6 * median_s(lambda: torch.ops.mkl._mkl_linear(x, packed, w, None, m), r, WARMUP)
                 out.append(row)
     return out
 
@@ -81,7 +74,7 @@ def render_markdown(rows: list[dict], threads: int) -> str:
 
 
 def main(argv=None) -> str:
-    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench_kernels", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.kernels", description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--rows", default="1,5,9", help="comma list of row counts M")
     ap.add_argument("--reps", type=int, default=200, help="repetitions for a 576x576 product (scaled by size)")
@@ -94,8 +87,6 @@ def main(argv=None) -> str:
     md = render_markdown(rows, torch.get_num_threads())
     print(md)
     if args.update_doc:
-        from .bench_report import replace_block
-
         replace_block(args.update_doc, args.doc_block, md)
     return md
 

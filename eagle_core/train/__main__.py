@@ -57,7 +57,8 @@ def main(argv=None):
     v.add_argument("--per-category", type=int, default=None, help="at most N prompts per category")
     v.add_argument("--max-new-tokens", type=int, default=128)
     v.add_argument("--temperatures", type=float, nargs="+", default=[0.0])
-    v.add_argument("--trees", nargs="+", default=["60,6,10"], help="total_tokens,depth,top_k (EAGLE-2 tree)")
+    v.add_argument("--trees", nargs="+", default=["6,10,60"],
+                   help="EAGLE-2 trees, each depth,top_k,total_tokens (the order of every tree flag here)")
     v.add_argument("--draft-vocab", default="head", help="head (the head's own) or full")
     v.add_argument("--threads", type=int, default=2)
     v.add_argument("--json-out", default=None)

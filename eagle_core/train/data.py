@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from ..bench.prompts import all_turns, first_turn, read_records
 from ..target import load_target
 
 
@@ -28,30 +29,19 @@ def _norm(s: str) -> str:
 
 
 def read_prompts(path: str) -> list[tuple[str, str]]:
-    """(prompt, source) pairs from a JSONL file with `prompt` or `turns` records."""
+    """(prompt, source) pairs from a JSONL prompt file (records without a prompt are skipped)."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            p = r.get("prompt") or (r.get("turns") or [None])[0]
-            if isinstance(p, str) and p.strip():
-                out.append((p, os.path.basename(path)))
+    for _, r in read_records(path):
+        p = first_turn(r)
+        if isinstance(p, str) and p.strip():
+            out.append((p, os.path.basename(path)))
     return out
 
 
 def eval_prompt_set(eval_dir: str) -> set[str]:
-    s = set()
-    for path in glob.glob(os.path.join(eval_dir, "*.jsonl")):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    r = json.loads(line)
-                    for t in ([r.get("prompt")] if r.get("prompt") else []) + list(r.get("turns") or []):
-                        if isinstance(t, str):
-                            s.add(_norm(t))
-    return s
+    """Every user text (all turns) of every eval file, normalised, for the overlap check."""
+    return {_norm(t) for path in glob.glob(os.path.join(eval_dir, "*.jsonl"))
+            for _, r in read_records(path) for t in all_turns(r)}
 
 
 def collect_prompts(train_dir: str, eval_dir: str, seed: int) -> tuple[list[tuple[str, str]], dict]:
@@ -140,7 +130,7 @@ def run_gen(args) -> None:
           f"{n_shards} shards of {args.shard_size}", flush=True)
     target = load_target(args.model, device=args.device)
     with open(os.path.join(args.out, "info.json"), "w") as f:
-        json.dump({**info, **{k: v for k, v in vars(args).items() if k != "func"}}, f, indent=2)
+        json.dump({**info, **vars(args)}, f, indent=2)
     t_start = time.time()
     done_tokens = 0
     for s in range(n_shards):

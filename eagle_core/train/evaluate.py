@@ -1,9 +1,10 @@
 """Evaluating a head end to end: tau and per-depth acceptance on eval prompt sets.
 
-tau here is the field's "mean accepted length": tokens committed per draft/verify cycle, the
-bonus token included (vanilla = 1.00). The acceptance rate at depth d is the share of cycles
-that accepted a draft at depth d among those that accepted everything up to depth d - 1 and
-drafted at depth d.
+Both metrics are the trace's (`eagle_core.trace.tau` and `acceptance_rates`, defined there
+once): tau is the field's "mean accepted length", tokens per draft/verify cycle, the bonus
+token included (vanilla = 1.00); the acceptance rate at depth d is the share of cycles that
+accepted a draft at depth d among those that drafted at depth d and accepted everything up to
+depth d - 1. Prompts are read by `eagle_core.bench.prompts`, the project's one prompt reader.
 """
 from __future__ import annotations
 
@@ -13,43 +14,31 @@ from collections import defaultdict
 
 import torch
 
-from ..config import DecodeSettings
+from ..bench.prompts import load_prompts
+from ..config import DecodeSettings, parse_tree
 from ..decode import Engine
-from ..heads import load_default_head
+from ..default_head import load_default_head
 from ..target import load_target
+from ..trace import acceptance_rates, tau
 
 
 def load_eval_prompts(path: str, per_category: int | None = None) -> list[tuple[str, str]]:
     """(category, first turn) pairs; at most `per_category` from each category, in file order."""
-    from ..bench import load_prompts
-
     return [(p.category, p.text) for p in load_prompts(path, per_category=per_category)]
 
 
-def depth_acceptance(cycles) -> dict[int, float]:
-    reached, accepted = defaultdict(int), defaultdict(int)
-    for c in cycles:
-        max_depth = max(n.depth for n in c.nodes)
-        a = c.accepted_drafts
-        for d in range(1, max_depth + 1):
-            if a >= d - 1:
-                reached[d] += 1
-                accepted[d] += a >= d
-    return {d: accepted[d] / reached[d] for d in sorted(reached) if reached[d]}
-
-
 def summarize(runs) -> dict:
+    """tau, tokens/s and acceptance by depth over all cycles of `runs` pooled."""
     cycles = [c for r in runs for c in r.cycles]
-    n_cycles = len(cycles)
     return {
         "prompts": len(runs),
-        "tau": sum(len(c.accepted) for c in cycles) / max(n_cycles, 1),
+        "tau": tau(cycles),
         "tokens_per_s": sum(r.summary.new_tokens for r in runs) / max(sum(r.summary.wall_s for r in runs), 1e-9),
-        "acceptance_by_depth": depth_acceptance(cycles),
+        "acceptance_by_depth": acceptance_rates(cycles),
     }
 
 
-def evaluate(engine: Engine, prompts, settings: DecodeSettings, log=print) -> dict:
+def evaluate_prompts(engine: Engine, prompts, settings: DecodeSettings, log=print) -> dict:
     by_cat = defaultdict(list)
     t0 = time.time()
     for i, (cat, p) in enumerate(prompts):
@@ -69,16 +58,16 @@ def run_eval(args):
         vocab = None
     engine = Engine(target, head, vocab, name)
     results = {"head": name, "draft_vocab": len(vocab) if vocab else "full", "runs": []}
-    for tree in args.trees:
-        total, depth, k = (int(x) for x in tree.split(","))
+    for tree in map(parse_tree, args.trees):
         for temp in args.temperatures:
-            s = DecodeSettings(method="eagle2", total_tokens=total, depth=depth, tree_top_k=k, temperature=temp,
-                               max_new_tokens=args.max_new_tokens, seed=0)
+            s = tree.settings(temperature=temp, max_new_tokens=args.max_new_tokens, seed=0)
             for path in args.prompts:
                 prompts = load_eval_prompts(path, args.per_category)[:args.limit]
-                print(f"{path}: {len(prompts)} prompts, tree total={total} depth={depth} top_k={k}, T={temp}", flush=True)
-                res = evaluate(engine, prompts, s, log=lambda m: print(m, flush=True))
-                results["runs"].append({"prompts": path.split("/")[-1], "tree": [total, depth, k], "temperature": temp,
+                print(f"{path}: {len(prompts)} prompts, tree depth={tree.depth} top_k={tree.top_k} "
+                      f"total={tree.total_tokens}, T={temp}", flush=True)
+                res = evaluate_prompts(engine, prompts, s, log=lambda m: print(m, flush=True))
+                results["runs"].append({"prompts": path.split("/")[-1],
+                                        "tree": [tree.depth, tree.top_k, tree.total_tokens], "temperature": temp,
                                         "max_new_tokens": args.max_new_tokens, **res})
                 o = res["overall"]
                 acc = ", ".join(f"d{d} {a:.2f}" for d, a in o["acceptance_by_depth"].items())
@@ -90,7 +79,7 @@ def run_eval(args):
 
 
 def markdown(results) -> str:
-    lines = ["| prompts | tree (total, depth, top_k) | T | category | n | tau | tok/s | acceptance d1 / d2 / ... |",
+    lines = ["| prompts | tree (depth, top_k, total) | T | category | n | tau | tok/s | acceptance d1 / d2 / ... |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results["runs"]:
         rows = [("**all**", r["overall"])] + list(r["by_category"].items())

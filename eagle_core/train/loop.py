@@ -1,4 +1,8 @@
-"""Training the EAGLE-1/2 head (REFERENCE §5), resumable at any point.
+"""Training the EAGLE-1/2 head, resumable at any point.
+
+The recipe is the EAGLE paper's (Li et al. 2024, arXiv:2401.15077): regress the next feature
+with SmoothL1, add a small cross-entropy through the frozen LM head, and put uniform noise on
+the input features so the head tolerates its own errors at draft time.
 
 Per sequence (ids x_0..x_{T-1}, features f_0..f_{T-2} captured during generation):
     input  at t : (f_t + U(-noise, noise), x_{t+1})          t = 0 .. T-2
@@ -19,6 +23,7 @@ import os
 import random
 import time
 from collections import Counter
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +32,28 @@ from ..head import EagleHead, HeadConfig, save_head
 from ..target import load_target
 from .data import load_shards
 
-PROMPT_WEIGHT = 0.3
+PROMPT_WEIGHT = 0.3  # loss weight of prompt positions (response positions weigh 1)
+ADAM_BETAS = (0.9, 0.95)  # the EAGLE recipe's AdamW betas
+WARMUP_DIVISOR = 50  # linear learning-rate warm-up over the first 1/50 of the steps
+LR_FLOOR = 0.1  # the cosine decay ends at 10% of the peak learning rate
+GRAD_CLIP = 0.5  # max gradient norm
+LOG_EVERY = 10  # steps between two log lines
+
+
+@dataclass
+class StepStats:
+    """What `step_loss` measured on one batch, or summed over several (`+`)."""
+
+    top1: int = 0  # response positions whose target argmax is the head's top-1 draft
+    top5: int = 0  # ... within the head's top 5
+    count: int = 0  # response positions counted
+    feat_loss: float = 0.0  # SmoothL1 feature loss (summed over batches)
+    ce_loss: float = 0.0  # soft cross-entropy (summed over batches)
+    batches: int = 0
+
+    def __add__(self, o: "StepStats") -> "StepStats":
+        return StepStats(self.top1 + o.top1, self.top5 + o.top5, self.count + o.count,
+                         self.feat_loss + o.feat_loss, self.ce_loss + o.ce_loss, self.batches + o.batches)
 
 
 def draft_vocabulary(records, n: int, vocab_size: int) -> list[int]:
@@ -124,21 +150,26 @@ def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: b
         top1 = ((top[..., :1] == tgt).squeeze(-1) & resp).sum().item()
         top5 = ((top == tgt).any(-1) & resp).sum().item()
         count = resp.sum().item()
-    return loss, l_feat.item(), l_ce.item(), top1, top5, count
+    return loss, StepStats(top1, top5, count, l_feat.item(), l_ce.item(), 1)
 
 
-def evaluate(head, embed, lm_w, records, args, device):
+def holdout_accuracy(head, embed, lm_w, records, args, device) -> dict:
     """Held-out top-1 / top-5 and feature loss over `records` (teacher-forced, no noise)."""
     head.eval()
-    t1 = t5 = cnt = 0
-    lf = []
+    st = StepStats()
     with torch.no_grad():
         for idx in make_batches(records, args.tokens_per_batch, args.max_seq, 0):
-            _, l_f, _, a, b, c = step_loss(head, embed, lm_w, collate(records, idx, args.max_seq, device), 0, 0, False)
-            t1, t5, cnt = t1 + a, t5 + b, cnt + c
-            lf.append(l_f)
+            st += step_loss(head, embed, lm_w, collate(records, idx, args.max_seq, device), 0, 0, False)[1]
     head.train()
-    return {"top1": t1 / max(cnt, 1), "top5": t5 / max(cnt, 1), "feat_loss": sum(lf) / max(len(lf), 1)}
+    return {"top1": st.top1 / max(st.count, 1), "top5": st.top5 / max(st.count, 1),
+            "feat_loss": st.feat_loss / max(st.batches, 1)}
+
+
+def lr_factor(step: int, total_steps: int) -> float:
+    """Learning-rate multiplier: linear warm-up, then cosine decay from 1 to LR_FLOOR."""
+    warm = max(1, total_steps // WARMUP_DIVISOR)
+    cos = math.cos(math.pi * min(step, total_steps) / total_steps)
+    return min(1.0, (step + 1) / warm) * (LR_FLOOR + (1 - LR_FLOOR) * 0.5 * (1 + cos))
 
 
 def run_train(args):
@@ -167,12 +198,10 @@ def run_train(args):
     if args.init and not os.path.exists(os.path.join(args.out, "ckpt.pt")):
         head.load_state_dict(torch.load(args.init, weights_only=False)["head"])  # warm start
         print(f"initialised from {args.init}", flush=True)
-    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=ADAM_BETAS, weight_decay=0.0)
     per_epoch = len(make_batches(train_recs, args.tokens_per_batch, args.max_seq, 0))
     total_steps = per_epoch * args.epochs
-    warm = max(1, total_steps // 50)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps))))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total_steps))
     state = {"epoch": 0, "batch": 0, "step": 0, "elapsed": 0.0}
     ckpt = os.path.join(args.out, "ckpt.pt")
     if os.path.exists(ckpt):
@@ -182,7 +211,7 @@ def run_train(args):
         torch.set_rng_state(c["rng"])
         print(f"resumed at epoch {state['epoch']} batch {state['batch']} (step {state['step']})", flush=True)
     with open(os.path.join(args.out, "info.json"), "w") as f:
-        json.dump({**info, "args": {k: v for k, v in vars(args).items() if k != "func"}}, f, indent=2)
+        json.dump({**info, "args": vars(args)}, f, indent=2)
     with open(os.path.join(args.out, "draft_vocab.json"), "w") as f:
         json.dump({"token_ids": vocab}, f)
 
@@ -197,32 +226,34 @@ def run_train(args):
     head.train()
     while state["epoch"] < args.epochs:
         batches = make_batches(train_recs, args.tokens_per_batch, args.max_seq, args.seed + state["epoch"])
-        acc = [0, 0, 0, 0.0, 0.0, 0]
+        since_log = StepStats()
         while state["batch"] < len(batches):
             t0 = time.time()
             batch = collate(train_recs, batches[state["batch"]], args.max_seq, device)
-            loss, lf, lc, a, b, c = step_loss(head, embed, lm_w, batch, args.noise, args.ce_weight, True, args.unroll)
+            loss, st = step_loss(head, embed, lm_w, batch, args.noise, args.ce_weight, True, args.unroll)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
+            torch.nn.utils.clip_grad_norm_(head.parameters(), GRAD_CLIP)
             opt.step(); sched.step()
             state["batch"] += 1; state["step"] += 1
             state["elapsed"] += time.time() - t0
-            acc = [acc[0] + a, acc[1] + b, acc[2] + c, acc[3] + lf, acc[4] + lc, acc[5] + 1]
-            if state["step"] % 10 == 0:
+            since_log += st
+            if state["step"] % LOG_EVERY == 0:
+                n = since_log.batches
                 rec = {"step": state["step"], "epoch": state["epoch"] + state["batch"] / len(batches),
-                       "feat_loss": acc[3] / acc[5], "ce_loss": acc[4] / acc[5], "train_top1": acc[0] / max(acc[2], 1),
+                       "feat_loss": since_log.feat_loss / n, "ce_loss": since_log.ce_loss / n,
+                       "train_top1": since_log.top1 / max(since_log.count, 1),
                        "lr": sched.get_last_lr()[0], "elapsed_s": round(state["elapsed"], 1)}
                 log.write(json.dumps(rec) + "\n"); log.flush()
                 print(json.dumps(rec), flush=True)
-                acc = [0, 0, 0, 0.0, 0.0, 0]
+                since_log = StepStats()
             if time.time() - t_ckpt > args.ckpt_minutes * 60:
                 save(); t_ckpt = time.time()
             if args.max_minutes and time.time() - t_session > args.max_minutes * 60:
                 save()
                 print("time budget reached; rerun the same command to resume", flush=True)
                 return
-        ev = evaluate(head, embed, lm_w, hold_recs, args, device)
+        ev = holdout_accuracy(head, embed, lm_w, hold_recs, args, device)
         rec = {"epoch_end": state["epoch"] + 1, "step": state["step"], "elapsed_s": round(state["elapsed"], 1), **ev}
         log.write(json.dumps(rec) + "\n"); log.flush()
         print(json.dumps(rec), flush=True)

@@ -6,13 +6,16 @@ without a browser. Nothing here imports gradio.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import queue
+import shutil
+import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from eagle_core import METHODS, DecodeSettings, Engine, load_default_head, load_target
 
@@ -22,6 +25,9 @@ from eagle_core import METHODS, DecodeSettings, Engine, load_default_head, load_
 ENGINE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eagle-engine")
 
 MAX_PROMPT_CHARS = 6000  # checked before tokenising, so a pasted novel fails fast
+# A shared Space has one decode slot: bound what one request can hold it for. Each decode (EAGLE,
+# then vanilla) stops after this many seconds; vanilla then decodes as many tokens as EAGLE did.
+RUN_BUDGET_S = float(os.environ.get("EAGLE_APP_RUN_BUDGET_S", "60"))
 
 class ModelHolder:
     """The read-only engine, loaded once in a background thread and shared by every user."""
@@ -62,13 +68,13 @@ class ModelHolder:
             t = self.engine.target
             head = self.engine.head_name or "none"
             warn = " — untrained, so expect τ ≈ 1 (still exact, not faster)" if "random" in head else ""
-            return f"**Model ready:** {t.describe()} · EAGLE head: {head}{warn}"
+            return f"**Model ready** (loaded in {self.load_s:.1f} s): {t.describe()} · EAGLE head: {head}{warn}"
         if self.error:
             return f"**Model failed to load:** {self.error}. Saved traces still replay."
         if self._job is None:
-            return "Model not loaded yet; it loads on the first request."
+            return "**Loading the model…** — meanwhile explore the example trace below; Generate will wait for it."
         return (f"**Loading the model…** ({time.perf_counter() - self.t0:.0f} s) — meanwhile explore the "
-                "example traces below; Generate will wait for it.")
+                "example trace below; Generate will wait for it.")
 
 
 def parse_settings(method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k,
@@ -108,13 +114,33 @@ def check_prompt(prompt) -> str:
     return prompt
 
 
+class Deadline:
+    """A stop flag for one decode: set by the user's Stop, or by the clock once `budget_s` has
+    passed since `arm()`. The engine only calls `is_set()` once per cycle."""
+
+    def __init__(self, user: threading.Event, budget_s: float):
+        self.user, self.budget_s, self.end = user, budget_s, float("inf")
+
+    def arm(self) -> "Deadline":
+        self.end = time.perf_counter() + self.budget_s
+        return self
+
+    def expired(self) -> bool:
+        return time.perf_counter() >= self.end
+
+    def is_set(self) -> bool:
+        return self.user.is_set() or self.expired()
+
+
 @dataclass
 class Worker:
-    """Decodes EAGLE (unless method is vanilla) and then vanilla, one after the other, in a
-    background thread, so drawing in the UI thread never holds up the decode loop.
+    """Decodes EAGLE (unless method is vanilla) and then vanilla, one after the other, on the
+    engine thread, so the UI thread never holds up the decode loop.
 
-    Messages on `events`: ("cycle", kind, CycleRecord), ("done", kind, Run), ("error", kind, str),
-    and finally ("end", None, None). kind is "eagle" or "vanilla"."""
+    Messages on `events`: ("start", kind, perf_counter at the start), ("cycle", kind, CycleRecord),
+    ("done", kind, Run), ("error", kind, str), and finally ("end", None, None). kind is "eagle" or
+    "vanilla". `timed_out` holds the kinds that hit RUN_BUDGET_S. Finished runs get readable
+    labels for byte-level tokens (`readable_run`) after their clock has stopped."""
 
     engine: Engine
     prompt: str
@@ -122,6 +148,8 @@ class Worker:
     compare: bool = True
     stop: threading.Event = field(default_factory=threading.Event)
     events: "queue.Queue" = field(default_factory=queue.Queue)
+    budget_s: float = RUN_BUDGET_S
+    timed_out: set = field(default_factory=set)
 
     def plan(self) -> list[tuple[str, DecodeSettings]]:
         s = self.settings
@@ -132,39 +160,188 @@ class Worker:
     def start(self) -> "Worker":
         for _, s in self.plan():  # fail fast, before the thread, with the engine's own messages
             self.engine.check(self.prompt, s)
-        self.job: Future = ENGINE_THREAD.submit(self._run)
+        self.job = ENGINE_THREAD.submit(self._run)
         return self
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the decode job to finish; True if it has."""
-        try:
-            self.job.exception(timeout=timeout)
-        except FutureTimeout:
-            return False
-        return True
 
     def _run(self) -> None:
         try:
+            eagle_tokens = None
             for kind, s in self.plan():
                 if self.stop.is_set():
                     break
+                if kind == "vanilla" and eagle_tokens is not None:
+                    s = s.with_(max_new_tokens=eagle_tokens)  # EAGLE hit the time limit: compare like for like
                 try:
-                    gen = self.engine.generate(self.prompt, s, self.stop)
+                    flag = Deadline(self.stop, self.budget_s)
+                    gen = self.engine.generate(self.prompt, s, flag)
+                    self.events.put(("start", kind, time.perf_counter()))
+                    flag.arm()
                     for rec in gen:
                         self.events.put(("cycle", kind, rec))
-                    self.events.put(("done", kind, gen.run))
+                    if flag.expired() and not self.stop.is_set():
+                        self.timed_out.add(kind)
+                        if kind == "eagle":
+                            eagle_tokens = max(gen.run.summary.new_tokens, 1)
+                    self.events.put(("done", kind, readable_run(gen.run, self.engine.target.tokenizer)))
                 except Exception as e:  # shown as a warning; never a traceback in the page
                     self.events.put(("error", kind, f"{type(e).__name__}: {e}"))
                     break
         finally:
             self.events.put(("end", None, None))
 
+    def wait(self) -> None:
+        """Block until both decodes have finished (scripts)."""
+        self.job.result()
+
     def cancel(self, wait_s: float = 5.0) -> None:
         """Stop a still-running decode (a closed tab) and wait for its thread; no-op once finished."""
         job = getattr(self, "job", None)
         if job is not None and not job.done():
             self.stop.set()
-            self.wait(wait_s)
+            try:
+                job.exception(timeout=wait_s)
+            except FutureTimeout:  # still running after wait_s; it stops at its next cycle
+                pass
+
+
+class DecodeLine:
+    """The one decode slot, first come first served. Every request joins the line with an
+    estimate of its own duration; a waiting request sees its place and the expected wait, and
+    can leave at once (Stop) without ever running. Replaces Gradio's concurrency limit for the
+    decode events, whose queue a user cannot leave without losing the page's contents."""
+
+    def __init__(self, rate: float = 8.0):
+        self._cv = threading.Condition()
+        self._line: list[dict] = []  # [0] holds the slot
+        self.rate = rate  # tokens/s of recent decodes, for estimates
+
+    def join(self, tokens: int) -> dict:
+        ticket = {"tokens": tokens, "since": None}
+        with self._cv:
+            self._line.append(ticket)
+            self._grant()
+        return ticket
+
+    def _grant(self) -> None:
+        if self._line and self._line[0]["since"] is None:
+            self._line[0]["since"] = time.perf_counter()
+        self._cv.notify_all()
+
+    def wait(self, ticket: dict, timeout: float) -> bool:
+        """True once `ticket` holds the slot (waits at most `timeout` seconds)."""
+        with self._cv:
+            return self._cv.wait_for(lambda: self._line and self._line[0] is ticket, timeout)
+
+    def place(self, ticket: dict) -> tuple[int, float]:
+        """(requests ahead of this one, estimated seconds until it gets the slot)."""
+        with self._cv:
+            if ticket not in self._line:
+                return 0, 0.0
+            ahead = self._line[:self._line.index(ticket)]
+            wait = 0.0
+            for t in ahead:
+                cost = self.estimate_s(t["tokens"])
+                wait += cost - (time.perf_counter() - t["since"]) if t["since"] is not None else cost
+            return len(ahead), max(wait, 0.0)
+
+    def estimate_s(self, tokens: int) -> float:
+        return min(tokens / max(self.rate, 0.1), 2 * RUN_BUDGET_S)
+
+    def leave(self, ticket: dict, tokens: int = 0, seconds: float = 0.0) -> None:
+        """Give the slot (or the place in line) back; `tokens` decoded in `seconds` update the rate."""
+        with self._cv:
+            if ticket in self._line:
+                self._line.remove(ticket)
+            if tokens and seconds > 0.5:
+                self.rate = 0.7 * self.rate + 0.3 * tokens / seconds
+            self._grant()
+
+
+BYTE_TOKEN = "<0x{:02X}>"  # how a byte of an incomplete UTF-8 character is written in a token's text
+
+
+def _byte_decoder() -> dict[str, int]:
+    """The byte-level BPE alphabet (GPT-2 style): printable bytes stand for themselves, the rest
+    were shifted to code points from 256 on so that every byte has a visible character."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+BYTE_DECODER = _byte_decoder()
+
+
+def token_bytes(tokenizer, token_id: int) -> bytes | None:
+    """The raw bytes of one token of a byte-level BPE vocabulary (None if it is not one)."""
+    piece = tokenizer.convert_ids_to_tokens(int(token_id))
+    if not isinstance(piece, str):
+        return None
+    if piece.startswith("<0x") and piece.endswith(">") and len(piece) == 6:  # SentencePiece byte fallback
+        return bytes.fromhex(piece[3:5])
+    if all(ch in BYTE_DECODER for ch in piece):
+        return bytes(BYTE_DECODER[ch] for ch in piece)
+    return None
+
+
+def readable_text(tokenizer, token_id: int, text: str) -> str:
+    """A token's text with the bytes of a split UTF-8 character kept, written as <0xE4>, instead
+    of the "\ufffd" a single-token decode gives (viz merges them back into characters)."""
+    if "\ufffd" not in text:
+        return text
+    raw = token_bytes(tokenizer, token_id)
+    if raw is None:
+        return text
+    decoded = raw.decode("utf-8", errors="surrogateescape")
+    return "".join(BYTE_TOKEN.format(ord(ch) - 0xDC00) if 0xDC80 <= ord(ch) <= 0xDCFF else ch for ch in decoded)
+
+
+def readable_cycle(cycle, tokenizer):
+    if "\ufffd" not in cycle.bonus_text and not any("\ufffd" in n.text for n in cycle.nodes):
+        return cycle
+    nodes = tuple(replace(n, text=readable_text(tokenizer, n.token_id, n.text)) for n in cycle.nodes)
+    return replace(cycle, nodes=nodes, bonus_text=readable_text(tokenizer, cycle.bonus_token_id, cycle.bonus_text))
+
+
+def readable_run(run, tokenizer):
+    """The run with byte-level token texts made readable (see `readable_text`)."""
+    if run is None or not hasattr(tokenizer, "convert_ids_to_tokens"):
+        return run
+    first = run.first_token_text
+    if run.first_token_id is not None and first:
+        first = readable_text(tokenizer, run.first_token_id, first)
+    return replace(run, cycles=tuple(readable_cycle(c, tokenizer) for c in run.cycles), first_token_text=first)
+
+
+TRACE_PREFIX = "eagle-traces-"
+
+
+def trace_dir(root: str | None = None) -> str:
+    """A fresh folder for this process's downloadable trace files, removed at exit; folders left
+    by earlier processes that are no longer running (a crash, a killed server) are removed too."""
+    root = root or tempfile.gettempdir()
+    for name in os.listdir(root):
+        pid = name[len(TRACE_PREFIX):].split("-", 1)[0]
+        if name.startswith(TRACE_PREFIX) and (not pid.isdigit() or not _alive(int(pid))):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    path = tempfile.mkdtemp(prefix=f"{TRACE_PREFIX}{os.getpid()}-", dir=root)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def model_from_env() -> ModelHolder:

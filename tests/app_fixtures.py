@@ -68,7 +68,7 @@ class launched_app:
 
         app.MODEL.set_engine(default_engine())
         app.demo.launch(server_name="127.0.0.1", server_port=self.port, prevent_thread_lock=True, quiet=True,
-                        theme=app.THEME, css=app.CSS)
+                        **app.LAUNCH)
         self.demo = app.demo
         return f"http://127.0.0.1:{self.port}/"
 

@@ -1,5 +1,6 @@
 """The app's callbacks, called directly (no browser), and a gradio_client run against the
-launched app. Uses the default model with a few new tokens per run."""
+launched app. Uses the default model with a few new tokens per run. The browser-level checks
+are in tests/test_browser.py; issue-11 findings are named "#n" below."""
 from __future__ import annotations
 
 import json
@@ -7,12 +8,14 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from types import SimpleNamespace
 
 import gradio as gr
 import pytest
 
-from app_runtime import MAX_PROMPT_CHARS, parse_settings
+import app_callbacks as cb
+from app_runtime import MAX_PROMPT_CHARS, DecodeLine, ModelHolder, parse_settings, readable_run, trace_dir
 from tests.app_fixtures import default_engine, free_port, illustration, launched_app
 
 import app  # noqa: E402  (after the fixtures: importing the app must not load a model)
@@ -24,7 +27,7 @@ GOOD = dict(method="eagle2", depth=3, tree_top_k=4, total_tokens=8, chain_length
 @pytest.fixture(scope="module", autouse=True)
 def engine():
     e = default_engine()
-    app.MODEL.set_engine(e)
+    cb.MODEL.set_engine(e)
     return e
 
 
@@ -32,11 +35,13 @@ def req(name: str):
     return SimpleNamespace(session_hash=name)
 
 
+def start_generate(prompt="Say hello.", session="A", compare=True, **kw):
+    run_id = cb.arm(req(session))
+    return cb.generate(prompt, *{**GOOD, **kw}.values(), compare, cb.new_state(), run_id, request=req(session))
+
+
 def run_generate(prompt="Say hello.", session="A", compare=True, **kw):
-    args = {**GOOD, **kw}
-    app.arm(req(session))
-    outs = list(app.generate(prompt, *args.values(), compare, app.new_state(), request=req(session)))
-    return outs
+    return [cb.named(o) for o in start_generate(prompt, session, compare, **kw)]
 
 
 def test_importing_the_app_loads_no_model():
@@ -45,15 +50,21 @@ def test_importing_the_app_loads_no_model():
     code = ("import time, gradio as gr, eagle_core, eagle_core.target as t\n"
             "def refuse(*a, **k): raise RuntimeError('load_target called')\n"
             "eagle_core.load_target = t.load_target = refuse\n"
-            "import app\n"
+            "import app, app_callbacks as cb\n"
             "assert isinstance(app.demo, gr.Blocks)\n"
             "time.sleep(1)  # a load started by the import would have failed by now\n"
-            "assert app.MODEL.engine is None and app.MODEL.error is None and not app.MODEL.ready.is_set()\n"
+            "assert cb.MODEL.engine is None and cb.MODEL.error is None and not cb.MODEL.ready.is_set()\n"
             "print('no model')\n")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("no model"), proc.stderr[-2000:]
-    assert app.MODEL.engine is not None  # in this process: installed by the fixture
+    assert cb.MODEL.engine is not None  # in this process: installed by the fixture
+    assert len(app.ALL) == len(cb.OUT)
+
+
+def test_app_py_stays_short():
+    with open(app.__file__, encoding="utf-8") as f:
+        assert sum(1 for _ in f) < 400
 
 
 @pytest.mark.parametrize("kw,msg", [
@@ -62,77 +73,161 @@ def test_importing_the_app_loads_no_model():
     (dict(max_new="lots"), "number"), (dict(depth=2.5), "whole number"), (dict(method="medusa"), "unknown method"),
     (dict(seed=-3), "seed"),
 ])
-def test_out_of_range_settings_are_clear_errors(kw, msg):
+def test_out_of_range_settings_are_refused(kw, msg):
     args = {**GOOD, **kw}
     with pytest.raises(ValueError, match=msg):
         parse_settings(*args.values())
-    with pytest.raises(gr.Error):
-        run_generate(**kw)
+    outs = run_generate(**kw)
+    assert [set(o) for o in outs] == [{"status"}] and msg.split()[0] in outs[0]["status"].replace("\\", "")
 
 
-@pytest.mark.parametrize("prompt", ["", "   \n", "x" * (MAX_PROMPT_CHARS + 1)])
-def test_bad_prompts_raise_gr_error(prompt):
-    with pytest.raises(gr.Error):
-        run_generate(prompt)
+@pytest.mark.parametrize("prompt", ["", "   \n"])
+def test_empty_prompt_leaves_the_figures_alone(prompt):
+    """#9: no gr.Error (whose red badges covered every output): a warning and a status line only."""
+    outs = run_generate(prompt)
+    assert [set(o) for o in outs] == [{"status"}]
+    assert "empty" in outs[0]["status"]
+
+
+def test_long_paste_is_refused_with_its_length():
+    """#8: the textbox no longer cuts a paste silently at 6,000 characters; the server says why."""
+    assert app.settings_in[0].max_length is None
+    outs = run_generate("x" * 50_000)
+    assert [set(o) for o in outs] == [{"status"}]
+    assert "50,000 characters" in outs[0]["status"] and f"{MAX_PROMPT_CHARS:,}" in outs[0]["status"]
+
+
+def test_zero_tokens_are_explained():
+    """#8: a run that produced nothing says so, with the prompt length and the prefill time."""
+    eagle, vanilla = illustration()
+    from dataclasses import replace
+
+    empty = replace(eagle, summary=replace(eagle.summary, new_tokens=0, stop_reason="eos", prompt_tokens=1530,
+                                           prefill_ms=26_000.0))
+    text = cb.done_status({"eagle": empty, "vanilla": None})
+    assert "produced no tokens (the model ended its answer)" in text and "1,530-token prompt" in text
+    assert "26.0 s" in text
 
 
 def test_prompt_longer_than_context_is_refused(engine):
-    long = "word " * 1000  # under the character cap, still fine for the tokenizer: make the context tiny instead
     limit = engine.target.context_limit
     engine.target.context_limit = 50
     try:
-        with pytest.raises(gr.Error, match="context"):
-            run_generate(long[:4000])
+        outs = run_generate(("word " * 1000)[:4000])
     finally:
         engine.target.context_limit = limit
+    assert [set(o) for o in outs] == [{"status"}] and "context" in outs[0]["status"]
 
 
-def test_generate_eagle_then_vanilla():
-    outs = run_generate("Write one line of Python.")
-    final = outs[-1]
-    state = final[app.state_box]
+def test_generate_draws_nothing_heavy_while_timed():
+    """Both timed runs get the same treatment: one clearing update before the clock starts, then
+    status lines only, then every view once at the end."""
+    outs = run_generate("Write one line of Python.", max_new=12)
+    clear, live, final = outs[0], outs[1:-1], outs[-1]
+    assert set(cb.VIEW + cb.SUMMARY) <= set(clear)  # nothing of the previous run stays
+    assert "after both timed runs" in clear["comparison"] and "after both timed runs" in clear["replay"]
+    assert all(set(o) == {"status"} for o in live), [set(o) for o in live]
+    assert all("tok/s" not in o["status"] or "so far" in o["status"] for o in live)
+    state = final["state"]
     e, v = state["eagle"], state["vanilla"]
     assert e.summary.method == "eagle2" and v.summary.method == "vanilla"
     assert e.summary.token_ids == v.summary.token_ids  # lossless at temperature 0
-    assert "identical" in final[app.comparison] and "speedup" in final[app.comparison]
-    assert "Done." in final[app.status_md]
-    assert "eg-bonus" in final[app.text_html]
+    assert "identical" in final["comparison"] and "speedup" in final["comparison"]
+    assert "Timed with live drawing paused" in final["comparison"]
+    assert "Done." in final["status"] and "stopped" not in final["status"]
+    assert "eg-bonus" in final["text"]
     assert len(state["cycles"]) == e.summary.cycles
-    live = [o for o in outs[:-1] if app.tree_plot in o]
-    assert live, "the tree is drawn while decoding, before the end"
-    value = final[app.download].value
+    value = final["download"].value
     path = value["path"] if isinstance(value, dict) else value
     with open(path, encoding="utf-8") as f:
-        bundle = json.load(f)
-    assert set(bundle["runs"]) == {"eagle", "vanilla"}
-    loaded = app.load_trace(path)
-    assert loaded[-3]["eagle"].summary.text == e.summary.text
+        assert set(json.load(f)["runs"]) == {"eagle", "vanilla"}
+    assert cb.named(cb.load_trace(path, source=path))["state"]["eagle"].summary.text == e.summary.text
+
+
+def test_progress_line_has_no_rate_at_first():
+    """The live status once read "vanilla running · cycle 1 · 62131.1 tok/s"."""
+    now = time.perf_counter()
+    assert "tok/s" not in cb.progress_line("vanilla", 2, 1, now - 0.01, 48)
+    assert "≈ 4.0 tok/s so far" in cb.progress_line("vanilla", 12, 11, now - 3.0, 48)
 
 
 def test_vanilla_only_and_no_compare():
-    state = run_generate(method="vanilla")[-1][app.state_box]
+    state = run_generate(method="vanilla")[-1]["state"]
     assert state["eagle"] is None and state["vanilla"].summary.tau == 1.0
-    state = run_generate(compare=False)[-1][app.state_box]
+    state = run_generate(compare=False)[-1]["state"]
     assert state["vanilla"] is None and state["eagle"] is not None
 
 
 def test_stop_mid_run_keeps_the_partial_run():
-    app.arm(req("S"))
-    gen = app.generate("Count from one to fifty in words.", *{**GOOD, "max_new": 200}.values(), True,
-                       app.new_state(), request=req("S"))
-    next(gen)  # the first cycle is on screen
-    app.STOPS["S"].set()
-    final = list(gen)[-1]
-    e = final[app.state_box]["eagle"]
+    gen = start_generate("Count from one to fifty in words.", session="S", max_new=200)
+    next(gen)  # the cleared page: decoding starts
+    next(gen)
+    cb.stop(req("S"))
+    final = cb.named(list(gen)[-1])
+    e = final["state"]["eagle"]
     assert e.summary.stop_reason == "stopped" and e.summary.new_tokens < 200
-    assert final[app.state_box]["vanilla"] is None  # vanilla never started
+    assert final["state"]["vanilla"] is None  # vanilla never started
+    assert "stopped by you" in final["status"] and "stopped: stopped" not in final["status"]
+
+
+def test_second_generate_then_stop_stops_both():
+    """#1: Generate, Generate again, Stop: the first run used to run on (its flag was replaced)."""
+    first = start_generate("Count from one to fifty in words.", session="G", max_new=200)
+    next(first), next(first)
+    second_id = cb.arm(req("G"))  # the second click stops the first run ...
+    rest = [cb.named(o) for o in first]
+    assert rest[-1]["state"]["eagle"].summary.stop_reason == "stopped"
+    second = cb.generate("Count to fifty.", *{**GOOD, "max_new": 200}.values(), True, cb.new_state(), second_id,
+                         request=req("G"))
+    next(second), next(second)
+    cb.stop(req("G"))  # ... and Stop reaches the second
+    final = cb.named(list(second)[-1])
+    assert final["state"]["eagle"].summary.stop_reason == "stopped" and final["state"]["vanilla"] is None
+
+
+def test_stop_while_waiting_in_line_leaves_at_once_and_keeps_the_page():
+    """#2: Stop on a queued run: out of the line at once, nothing on the page replaced."""
+    other = cb.LINE.join(100)  # another user's run holds the decode slot
+    try:
+        gen = start_generate(session="Q")
+        waiting = cb.named(next(gen))
+        assert set(waiting) == {"status"} and "ahead of yours" in waiting["status"]
+        t0 = time.perf_counter()
+        cb.stop(req("Q"))
+        rest = [cb.named(o) for o in gen]
+        assert time.perf_counter() - t0 < 2.0
+        assert [set(o) for o in rest] == [{"status"}] and "nothing ran" in rest[-1]["status"]
+    finally:
+        cb.LINE.leave(other)
+
+
+def test_decode_line_order_place_and_estimate():
+    """#3: first come first served, with each waiting run's place and an estimated wait."""
+    line = DecodeLine(rate=10.0)
+    a, b, c = line.join(100), line.join(50), line.join(10)
+    assert line.wait(a, 0.01) and not line.wait(b, 0.01)
+    ahead, wait = line.place(c)
+    assert ahead == 2 and 13.0 < wait <= 15.0  # 100 + 50 tokens at 10 tok/s, minus a's few ms
+    line.leave(a, tokens=100, seconds=5.0)
+    assert line.wait(b, 0.01) and line.place(c)[0] == 1
+    assert line.rate == pytest.approx(0.7 * 10 + 0.3 * 20)
+
+
+def test_a_run_is_bounded_in_time(engine, monkeypatch):
+    """#3: one request cannot hold the decoder for minutes: each method stops at the budget, and
+    vanilla then decodes as many tokens as EAGLE did, so the comparison stays like for like."""
+    monkeypatch.setattr(cb, "RUN_BUDGET_S", 0.4)
+    final = run_generate("Write a long story about a dragon.", max_new=400, session="B")[-1]
+    e, v = final["state"]["eagle"], final["state"]["vanilla"]
+    assert e.summary.new_tokens < 400 and v.summary.new_tokens <= e.summary.new_tokens
+    assert "stopped at the 0.4 s limit" in final["status"]
 
 
 def test_two_sessions_generate_at_once_without_leaking():
     results = {}
 
     def go(name, prompt):
-        results[name] = run_generate(prompt, session=name)[-1][app.state_box]
+        results[name] = run_generate(prompt, session=name)[-1]["state"]
 
     threads = [threading.Thread(target=go, args=(n, p)) for n, p in (("T1", "Name a colour."), ("T2", "Name a fruit."))]
     [t.start() for t in threads]
@@ -144,47 +239,174 @@ def test_two_sessions_generate_at_once_without_leaking():
 
 
 def test_step_mode_advances_one_cycle_per_click():
-    state, args = app.new_state(), {**GOOD, "max_new": 4}
+    state, args = cb.new_state(), {**GOOD, "max_new": 4}
     steps = []
-    for _ in range(6):
-        out = list(app.step("Hi!", *args.values(), state, request=req("P")))[-1]
-        state = out[app.state_box]
+    for i in range(6):
+        out = cb.named(list(cb.step("Hi!", *args.values(), state, request=req("P")))[-1])
+        state = out["state"]
         steps.append(len(state["cycles"]))
+        if i == 0:  # a new step-by-step run clears the last run's comparison and charts
+            assert "when the step-by-step run finishes" in out["comparison"]
         if state["eagle"] is not None:
             break
     assert steps[:3] == [1, 2, 3]
-    assert state["eagle"] is not None and "finished" in out[app.status_md]
+    assert state["eagle"] is not None and "finished" in out["status"]
 
 
 def test_scrubber_and_play_stay_in_range():
     eagle, vanilla = illustration()
-    state = app.new_state(eagle, vanilla)
-    text, tree, mask, probs, caption, slider = app.show(state, 2)
+    state = cb.new_state(eagle, vanilla)
+    text, tree, mask, probs, caption, slider = cb.show(state, 2)
     assert "Cycle 2 of 4" in caption and "eg-sel" in text
-    assert "Cycle 1 of 4" in app.shift(state, 1, -1)[4]
-    assert "Cycle 4 of 4" in app.shift(state, 4, +1)[4]
-    out = app.play_tick(state, 4)
-    assert out[-1].active is False  # the end: play stops
-    empty = app.cycle_views(app.new_state(), None)
-    assert "appears here" in empty[0]
+    assert slider == gr.skip()  # #10: a typed number is shown, and the box is left as typed
+    assert cb.show(state, 9)[5].value == 4  # out of range: the slider is put back in range
+    assert "Cycle 1 of 4" in cb.shift(state, 1, -1)[4]
+    assert "Cycle 4 of 4" in cb.shift(state, 4, +1)[4]
+    assert cb.play_tick(state, 4)[-1].active is False  # the end: play stops
+    assert "appears here" in cb.cycle_views(cb.new_state(), None)["text"]
 
 
-def test_malformed_trace_is_a_gr_error(tmp_path):
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"summary": {}, "cycles": [{"nodes": 3}]}')
-    with pytest.raises(gr.Error):
-        app.load_trace(str(bad))
-    bad.write_bytes(b"\xff\xfe not json")
-    with pytest.raises(gr.Error):
-        app.load_trace(str(bad))
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return str(p)
 
 
-def test_shipped_example_traces_load():
-    names = list(app.example_traces())
+def refused(path) -> str:
+    out = cb.named(cb.load_trace(path))
+    assert set(out) <= {"status", "upload"}, set(out)  # no view replaced, no gr.Error badge
+    return out["status"]
+
+
+def test_malformed_traces_are_refused_without_error_badges(tmp_path):
+    assert "Could not load" in refused(write(tmp_path, "a.json", '{"summary": {}, "cycles": [{"nodes": 3}]}'))
+    p = tmp_path / "b.json"
+    p.write_bytes(b"\xff\xfe not json")
+    assert "Could not load" in refused(str(p))
+
+
+def test_deep_nesting_and_non_numbers_are_refused(tmp_path):
+    """#5: 100,000 nested levels used to raise an uncaught RecursionError; NaN / inf / 1e400 were shown."""
+    assert "nested" in refused(write(tmp_path, "deep.json", "[" * 100_000 + "]" * 100_000))
+    from eagle_core.trace import run_to_dict
+
+    eagle, _ = illustration()
+    good = run_to_dict(eagle)
+    for bad in ("NaN", "Infinity", "-Infinity", "1e400"):
+        text = json.dumps(good).replace('"wall_s": ' + json.dumps(eagle.summary.wall_s), f'"wall_s": {bad}')
+        assert bad in text
+        assert "Could not load" in refused(write(tmp_path, "nan.json", text)), bad
+    d = run_to_dict(eagle)
+    d["cycles"][0]["nodes"][1]["q"] = 7.5
+    assert "Could not load" in refused(write(tmp_path, "q.json", json.dumps(d)))
+
+
+def test_trace_strings_are_shown_as_text(tmp_path):
+    """#6: summary.model = "<img src=x>" was rendered as HTML in the status line."""
+    from dataclasses import replace
+
+    from eagle_core.trace import run_to_json
+
+    eagle, _ = illustration()
+    c = eagle.cycles[0]
+    nodes = (c.nodes[0], replace(c.nodes[1], text="<b>x</b>")) + c.nodes[2:]
+    evil = replace(eagle, summary=replace(eagle.summary, model="<img src=x onerror=alert(1)>", method="eagle2"),
+                   cycles=(replace(c, nodes=nodes),) + eagle.cycles[1:])
+    out = cb.named(cb.load_trace(write(tmp_path, "evil.json", run_to_json(evil)), "<script>t</script>"))
+    assert "<img" not in out["status"] and "&lt;img" in out["status"] and "<script>" not in out["status"]
+    first = cb.cycle_views(out["state"], 1)
+    assert "<b>x</b>" not in first["caption"] and "&lt;b&gt;x&lt;/b&gt;" in first["caption"]
+    labels = [t for tr in first["tree"].data for t in (tr.text or ())]
+    assert "&lt;b&gt;x&lt;/b&gt;" in labels and "<b>x</b>" not in labels
+
+
+def test_uploads_are_capped_checked_before_reading_and_removed(tmp_path, monkeypatch):
+    """#4: Gradio's upload limit is set; the loader checks the size before reading; an upload is
+    deleted once loaded; stale trace folders of dead processes are removed."""
+    from viz.traces import MAX_TRACE_BYTES
+
+    assert app.LAUNCH["max_file_size"] == MAX_TRACE_BYTES
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(MAX_TRACE_BYTES + 1)  # sparse: the loader must refuse it by size, not by reading it
+    monkeypatch.setattr("builtins.open", lambda *a, **k: pytest.fail("the file was opened"))
+    assert "too large" in refused(str(big))
+    monkeypatch.undo()
+    from gradio.utils import get_upload_folder
+
+    folder = os.path.join(get_upload_folder(), "test-upload")
+    os.makedirs(folder, exist_ok=True)
+    eagle, vanilla = illustration()
+    path = os.path.join(folder, "trace.json")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(cb.viz.bundle_to_json(eagle, vanilla))
+    out = cb.named(cb.upload_trace(path, request=req("U")))
+    assert out["state"]["eagle"] is not None and not os.path.exists(path) and out["upload"] is None
+    stale = tmp_path / "eagle-traces-999999999-abc"
+    stale.mkdir()
+    mine = trace_dir(str(tmp_path))
+    assert not stale.exists() and os.path.isdir(mine)
+
+
+def test_trace_files_one_per_tab_removed_on_close():
+    """#4: one download file per tab (the previous one removed), the folder removed on unload."""
+    eagle, vanilla = illustration()
+    state = cb.new_state(eagle, vanilla)
+    folder = os.path.join(cb.TRACE_DIR, "tabX")
+    for _ in range(3):
+        cb.save_trace(state, "tabX")
+        time.sleep(1.1)  # a new file name each second
+    assert len(os.listdir(folder)) == 1
+    cb.forget_session(req("tabX"))
+    assert not os.path.exists(folder)
+
+
+def test_chinese_tokens_are_readable(engine):
+    """#7: byte-level tokens that hold part of a character showed "\ufffd" in every label."""
+    from eagle_core import DecodeSettings
+
+    run = engine.run("用中文回答：你好吗？", DecodeSettings(method="eagle2", max_new_tokens=12, depth=3, tree_top_k=4,
+                                                     total_tokens=8))
+    raw = [n.text for c in run.cycles for n in c.nodes]
+    assert any("\ufffd" in t for t in raw), "the prompt should produce split characters"
+    fixed = readable_run(run, engine.target.tokenizer)
+    state = cb.new_state(fixed, None)
+    for k in range(1, len(state["cycles"]) + 1):
+        views = cb.cycle_views(state, k)
+        labels = [t for tr in views["tree"].data for t in (tr.text or ())]
+        assert not any("\ufffd" in t for t in labels), labels
+        assert "\ufffd" not in views["text"] and "\ufffd" not in views["caption"]
+    assert "eg-draft" in cb.cycle_views(state, None)["text"] or "eg-bonus" in cb.cycle_views(state, None)["text"]
+
+
+def test_example_traces_load_and_name_the_dropdown():
+    """#11: the Example traces dropdown names the example on screen (it was blank)."""
+    names = list(cb.example_traces())
     assert len(names) >= 3
     for name in names:
-        out = app.load_example(name)
-        assert out[-3]["cycles"], name
+        out = cb.named(cb.load_example(name))
+        assert out["state"]["cycles"] and out["examples"] == name, name
+        assert out["download"].value  # the shipped file itself: no copy per page load
+    assert cb.named(cb.on_page_load(req("L")))["examples"] == names[0]
+    shipped = [n.text for name in names for c in cb.named(cb.load_example(name))["state"]["cycles"] for n in c.nodes]
+    assert not any("\ufffd" in t for t in shipped), "regenerate: python app_runtime.py --make-traces"
+
+
+def test_status_while_loading_says_loading():
+    """#12: the page said "loads on the first request" while the model was already loading."""
+    holder = ModelHolder("nowhere/none")
+    assert "Loading the model" in holder.status() and "first request" not in holder.status()
+    assert "Model ready** (loaded in" in cb.MODEL.status()
+
+
+def test_stop_reasons_read_as_words():
+    """#11: "(stopped: stopped)"."""
+    eagle, vanilla = illustration()
+    from dataclasses import replace
+
+    stopped = replace(eagle, summary=replace(eagle.summary, stop_reason="stopped"))
+    text = cb.done_status({"eagle": stopped, "vanilla": vanilla}, {"eagle": "stopped by you"})
+    assert "(stopped by you)" in text and "(reached max new tokens)" in text and "stopped: " not in text
 
 
 def test_gradio_client_generates():
@@ -195,5 +417,9 @@ def test_gradio_client_generates():
         result = client.predict("Say hi.", "eagle2", 3, 4, 8, 3, 0.0, 1.0, 0, 6, 0, True, api_name="/generate")
         text = " ".join(str(r) for r in result)
         assert "identical" in text and "vanilla tokens/s" in text
-        with pytest.raises(Exception, match="empty"):
-            client.predict("", "eagle2", 3, 4, 8, 3, 0.0, 1.0, 0, 6, 0, True, api_name="/generate")
+        result = client.predict("", "eagle2", 3, 4, 8, 3, 0.0, 1.0, 0, 6, 0, True, api_name="/generate")
+        assert "empty" in " ".join(str(r) for r in result)  # refused server-side, nothing decoded
+        import httpx
+
+        too_big = httpx.post(f"{url}gradio_api/upload", files={"files": ("t.json", b"0" * (21 * 10 ** 6))})
+        assert too_big.status_code in (400, 413), too_big.status_code

@@ -11,7 +11,7 @@ import zlib
 
 from eagle_core.trace import ACCEPTED, NOT_REACHED, CycleRecord, DraftNode
 
-from .traces import bundle_from_json
+from .traces import MAX_TRACE_BYTES, bundle_from_json
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
 TRACE_DIR = os.path.join(ASSETS, "traces")
@@ -43,6 +43,10 @@ def example_traces() -> dict[str, str]:
 
 
 def load_trace_file(path: str):
+    """(eagle run, vanilla run) from a saved file; the size is checked before anything is read."""
+    size = os.path.getsize(path)
+    if size > MAX_TRACE_BYTES:
+        raise ValueError(f"trace file is too large ({size / 1e6:.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:.0f} MB)")
     with open(path, "rb") as f:
         return bundle_from_json(f.read())
 

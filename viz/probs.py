@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 
 from eagle_core.trace import ACCEPTED, CycleRecord
 
-from .style import BLUE, BONUS, GREEN, INK, SKY, VERMILLION, base_layout, empty_figure, fmt_p, token_label
+from .style import (BLUE, BONUS, GREEN, INK, SKY, VERMILLION, base_layout, cycle_texts, empty_figure, fmt_p, plot_text,
+                    token_label)
 
 RULE_TITLES = {
     "greedy": "greedy rule: accept a draft iff it is the target's top token",
@@ -30,27 +31,27 @@ def probs_figure(cycle: CycleRecord) -> go.Figure:
     nodes = tested_nodes(cycle)
     if not nodes and cycle.bonus_p is None:
         return empty_figure("No drafted tokens this cycle (vanilla decoding): the target picks the next token alone.")
-    parents = {n.index: cycle.nodes[n.parent] for n in nodes}
+    shown, bonus_shown = cycle_texts(cycle)
     marks = ["✓ accepted" if n.decision == ACCEPTED else "✗ rejected" for n in nodes]
-    xs = [f"{m[0]} {token_label(n.text, 10)}<br><sup>after {token_label(parents[n.index].text, 8)}</sup>"
-          for n, m in zip(nodes, marks)]
+    xs = [f"{m[0]} {plot_text(token_label(shown[n.index], 10))}<br><sup>after "
+          f"{plot_text(token_label(shown[n.parent], 8))}</sup>" for n, m in zip(nodes, marks)]
     fig = go.Figure()
     if nodes:
         fig.add_trace(go.Bar(x=xs, y=[n.p for n in nodes], name="p  target", marker=dict(color=BLUE),
                              text=[fmt_p(n.p) for n in nodes], textposition="outside", cliponaxis=False,
-                             hovertext=[f"{n.text!r}: target p = {fmt_p(n.p)} · {m}" for n, m in zip(nodes, marks)],
+                             hovertext=[f"{plot_text(repr(shown[n.index]))}: target p = {fmt_p(n.p)} · {m}" for n, m in zip(nodes, marks)],
                              hoverinfo="text"))
         fig.add_trace(go.Bar(x=xs, y=[n.q for n in nodes], name="q  draft (EAGLE head)",
                              marker=dict(color=SKY, pattern=dict(shape="/", fgcolor="white", size=8)),
                              text=[fmt_p(n.q) for n in nodes], textposition="outside", cliponaxis=False,
-                             hovertext=[f"{n.text!r}: draft q = {fmt_p(n.q)}" for n in nodes], hoverinfo="text"))
+                             hovertext=[f"{plot_text(repr(shown[n.index]))}: draft q = {fmt_p(n.q)}" for n in nodes], hoverinfo="text"))
     if cycle.bonus_p is not None:
-        bx = f"★ {token_label(cycle.bonus_text, 10)}<br><sup>bonus</sup>"
+        bx = f"★ {plot_text(token_label(bonus_shown, 10))}<br><sup>bonus</sup>"
         xs = xs + [bx]
         fig.add_trace(go.Bar(x=[bx], y=[cycle.bonus_p], name="p of the bonus token", text=[fmt_p(cycle.bonus_p)],
                              textposition="outside", cliponaxis=False,
                              marker=dict(color=BONUS, pattern=dict(shape=".", fgcolor="white", size=6)),
-                             hovertext=[f"bonus {cycle.bonus_text!r}: the target's own token, p = {fmt_p(cycle.bonus_p)}"],
+                             hovertext=[f"bonus {plot_text(repr(bonus_shown))}: the target's own token, p = {fmt_p(cycle.bonus_p)}"],
                              hoverinfo="text"))
     sampled = [n for n in nodes if n.u is not None]
     if sampled:

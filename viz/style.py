@@ -3,6 +3,10 @@ styles that carry the same meaning as the colours (so nothing is told by colour 
 font sizes large enough for a projector."""
 from __future__ import annotations
 
+import codecs
+import html
+import re
+
 import plotly.graph_objects as go
 
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED
@@ -23,6 +27,64 @@ BONUS_NAME = "bonus (the target's own token)"
 FONT = dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size=16, color=INK)
 
 
+BYTES_RE = re.compile(r"((?:<0x[0-9A-Fa-f]{2}>)+)")  # bytes of a split UTF-8 character, as the app records them
+
+
+def feed_bytes(pending: bytes, text: str, show_pending: bool = True) -> tuple[str, bytes]:
+    """The display text of one token that follows `pending` undecoded bytes, and the bytes still
+    pending after it. Byte-level vocabularies split a Chinese character (3 UTF-8 bytes) over
+    several tokens; the app records such bytes as "<0xE4>", and here they are merged back: the
+    token that completes a character shows the character, a token whose bytes still wait for
+    the rest of theirs shows them as ‹E4 BD›."""
+    out, own = [], b""
+    for i, seg in enumerate(BYTES_RE.split(text)):
+        if not seg:
+            continue
+        if i % 2 == 0:  # plain text: a character still waiting for bytes is broken, drop it
+            pending, own = b"", b""
+            out.append(seg)
+            continue
+        new = bytes(int(h, 16) for h in re.findall(r"<0x([0-9A-Fa-f]{2})>", seg))
+        dec = codecs.getincrementaldecoder("utf-8")()
+        try:
+            out.append(dec.decode(pending + new))
+            pending = dec.getstate()[0]
+        except UnicodeDecodeError:  # not UTF-8 after all: show the bytes
+            out.append(_hex(new))
+            pending = b""
+        own = pending[-len(new):] if pending else b""
+    if own and show_pending:
+        out.append(_hex(own))
+    return "".join(out), pending
+
+
+def _hex(b: bytes) -> str:
+    return "‹" + " ".join(f"{x:02X}" for x in b) + "›"
+
+
+def cycle_texts(cycle) -> tuple[dict[int, str], str]:
+    """({node index: display text}, bonus display text) with split characters merged along each
+    node's path from the root (see `feed_bytes`)."""
+    shown, pending = {}, {}
+    for n in cycle.nodes:  # parents come before children
+        shown[n.index], pending[n.index] = feed_bytes(pending.get(n.parent, b""), n.text)
+    last = cycle.accepted[-1] if cycle.accepted else 0
+    bonus, _ = feed_bytes(pending.get(last, b""), cycle.bonus_text)
+    return shown, bonus
+
+
+def plot_text(s: str) -> str:
+    """Text for a plotly label or hover: plotly reads <b>, <a href> etc. as markup, so a token
+    (or a hand-edited trace) that looks like a tag is escaped."""
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def md_text(s: str) -> str:
+    """Text for a Markdown component, shown literally: no HTML, no emphasis, no links."""
+    s = html.escape(str(s), quote=False)
+    return re.sub(r"([\\`*_\[\]{}()#+!|~>-])", r"\\\1", s)
+
+
 def token_label(text: str, limit: int = 12) -> str:
     """A token's text made visible: spaces, newlines and tabs get a visible glyph."""
     if text is None:
@@ -35,10 +97,29 @@ def token_label(text: str, limit: int = 12) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+TITLE_CHARS = 46  # a title line longer than this is wrapped: it must fit a ~420 px wide figure at 19 px
+
+
+def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
+    """Break a long title into <br>-separated lines at spaces (plotly never wraps a title)."""
+    out = []
+    for part in title.split("<br>"):
+        line, lines = "", -(-len(part) // width)
+        even = min(width, -(-len(part) // max(lines, 1)) + 4)  # balanced lines, not one long and one word
+        for word in part.split(" "):
+            if line and len(line) + 1 + len(word) > even and not line.startswith("<sup>"):
+                out.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        out.append(line)
+    return "<br>".join(out)
+
+
 def base_layout(fig: go.Figure, title: str, height: int = 420, **kw) -> go.Figure:
     """Apply the common layout: white background, large fonts, legend on top."""
     fig.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=12),
+        title=dict(text=wrap_title(title), x=0.01, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=12),
                    font=dict(size=19)),
         font=FONT, height=height, plot_bgcolor="white", paper_bgcolor="white",
         margin=dict(l=20, r=20, t=110 if title else 30, b=30),

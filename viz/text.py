@@ -10,7 +10,7 @@ import html
 
 from eagle_core.trace import ACCEPTED, REJECTED, CycleRecord, Run
 
-from .style import token_label
+from .style import cycle_texts, feed_bytes, md_text, token_label
 
 CSS = """<style>
 .eg-text{white-space:pre-wrap;font-family:ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace;font-size:18px;
@@ -29,6 +29,7 @@ CSS = """<style>
 .eg-card{border:1px solid #d9dce3;border-radius:10px;padding:10px 12px;background:#fafbfc;color:#1f2430}
 .eg-card b{display:block;font-size:23px}
 .eg-card small{font-size:14px;color:#555}
+.eg-note{font-family:system-ui,sans-serif;font-size:15px;color:#444;margin:8px 2px 0}
 .eg-replay{display:grid;grid-template-columns:1fr 1fr;gap:14px}
 .eg-replay h4{margin:0 0 6px;font-family:system-ui,sans-serif;font-size:17px;color:#1f2430}
 .eg-bar{height:8px;background:#e8eaef;border-radius:4px;overflow:hidden;margin-bottom:6px}
@@ -45,31 +46,42 @@ LEGEND = ("<div class='eg-legend' aria-label='legend'>"
           "<span>│ = start of a draft/verify cycle</span></div>")
 
 
-def token_pieces(cycle: CycleRecord) -> list[tuple[str, str]]:
-    """[(text, kind)] for what this cycle added; kind is prefill / draft / bonus / mixed.
+def token_pieces(cycle: CycleRecord, pending: bytes = b"") -> list[tuple[str, str]]:
+    """[(text, kind)] for what this cycle added; kind is prefill / draft / bonus / mixed."""
+    return _pieces(cycle, pending)[0]
 
-    Falls back to one piece when per-token texts do not add up to the committed text (a
-    multi-byte character split across tokens, or text held back for the next cycle)."""
+
+def _pieces(cycle: CycleRecord, pending: bytes) -> tuple[list[tuple[str, str]], bytes]:
+    """token_pieces plus the bytes of a split character left for the next cycle. Split
+    characters recorded as bytes ("<0xE4>") are merged into the token that completes them;
+    falls back to one piece when per-token texts do not add up to the committed text (a
+    character split across tokens in a trace that kept no bytes)."""
     texts = [(cycle.nodes[i].text, "draft") for i in cycle.accepted[1:]] + [(cycle.bonus_text, "bonus")]
     texts = texts[:len(cycle.committed_ids)]
     if cycle.step == 0 and cycle.nodes:
         texts = [(cycle.nodes[0].text, "prefill")] + texts
-    if "".join(t for t, _ in texts) == cycle.committed_text:
-        return [(t, k) for t, k in texts if t]
+    shown = []
+    for t, k in texts:
+        t, pending = feed_bytes(pending, t, show_pending=False)
+        shown.append((t, k))
+    if "".join(t for t, _ in shown) == cycle.committed_text:
+        return [(t, k) for t, k in shown if t], pending
     if not cycle.committed_text:
-        return []
-    return [(cycle.committed_text, "bonus" if cycle.accepted_drafts == 0 else "mixed")]
+        return [], b""
+    return [(cycle.committed_text, "bonus" if cycle.accepted_drafts == 0 else "mixed")], b""
 
 
 def colored_text_html(cycles, selected: int | None = None, placeholder: str = "") -> str:
     if not cycles:
         return CSS + f"<div class='eg-empty'>{html.escape(placeholder or 'The generated text appears here.')}</div>"
     out = [CSS, LEGEND, "<div class='eg-text' role='log' aria-live='polite'>"]
+    pending = b""
     for c in cycles:
         sel = " eg-sel" if selected is not None and c.step == selected else ""
         title = f"cycle {c.step + 1}: {c.accepted_drafts} accepted draft(s) + bonus"
         out.append(f"<span class='eg-cyc{sel}' title='{html.escape(title)}' aria-label='{html.escape(title)}'>")
-        for text, kind in token_pieces(c):
+        pieces, pending = _pieces(c, pending)
+        for text, kind in pieces:
             out.append(f"<span class='eg-{kind}'>{html.escape(text)}</span>")
         out.append("</span>")
     out.append("</div>")
@@ -77,14 +89,15 @@ def colored_text_html(cycles, selected: int | None = None, placeholder: str = ""
 
 
 def _quote(texts) -> str:
-    return ", ".join(f"“{token_label(t, 16)}”" for t in texts)
+    return ", ".join(f"“{md_text(token_label(t, 16))}”" for t in texts)
 
 
 def cycle_caption(cycle: CycleRecord, total: int | None = None) -> str:
     """One paragraph (Markdown) of what happened in this cycle."""
     head = f"**Cycle {cycle.step + 1}{f' of {total}' if total else ''}**"
     n_draft = len(cycle.nodes) - 1
-    bonus = f"“{token_label(cycle.bonus_text, 16)}”"
+    shown, bonus_shown = cycle_texts(cycle)
+    bonus = _quote([bonus_shown])
     if n_draft == 0:
         why = "vanilla decoding" if cycle.draft_ms == 0 else "only one token was left to generate"
         return (f"{head} · No drafts this cycle ({why}): one target forward ({cycle.verify_ms:.0f} ms) produced "
@@ -100,12 +113,11 @@ def cycle_caption(cycle: CycleRecord, total: int | None = None) -> str:
            "point_mass": "each passed its random draw u < p",
            "ratio": "each passed its draw u < min(1, p/q)"}.get(cycle.rule, "")
     if acc:
-        s += f"It accepted {_quote(n.text for n in acc)} ({why}). "
+        s += f"It accepted {_quote(shown[n.index] for n in acc)} ({why}). "
     else:
         s += "It accepted none of the drafts: the head's guesses all missed. "
     if rej:
-        shown = rej[:4]
-        s += f"Rejected: {_quote(n.text for n in shown)}{' and more' if len(rej) > 4 else ''}"
+        s += f"Rejected: {_quote(shown[n.index] for n in rej[:4])}{' and more' if len(rej) > 4 else ''}"
         s += f"; {unreached} deeper draft{'s were' if unreached != 1 else ' was'} never reached. " if unreached else ". "
     s += (f"After the accepted path the target adds its own **bonus** token {bonus}, so this cycle committed "
           f"**{len(acc) + 1}** token{'s' if acc else ''} for one target pass")
@@ -117,10 +129,12 @@ def _card(value: str, label: str) -> str:
     return f"<div class='eg-card'><b>{html.escape(value)}</b><small>{html.escape(label)}</small></div>"
 
 
-def comparison_html(eagle: Run | None, vanilla: Run | None) -> str:
-    """Cards: tokens/s, wall time, speedup, tau, draft vs verify, identical outputs."""
+def comparison_html(eagle: Run | None, vanilla: Run | None, note: str = "", placeholder: str = "") -> str:
+    """Cards: tokens/s, wall time, speedup, tau, draft vs verify, identical outputs; `note` says
+    how the numbers were measured."""
     if eagle is None and vanilla is None:
-        return CSS + "<div class='eg-empty'>Run Generate to compare EAGLE with vanilla decoding.</div>"
+        text = placeholder or "Run Generate to compare EAGLE with vanilla decoding."
+        return CSS + f"<div class='eg-empty'>{html.escape(text)}</div>"
     cards = []
     e, v = (eagle.summary if eagle else None), (vanilla.summary if vanilla else None)
     if e:
@@ -131,15 +145,19 @@ def comparison_html(eagle: Run | None, vanilla: Run | None) -> str:
         cards += [_card(f"{v.tokens_per_s:.1f}", "vanilla tokens/s"), _card(f"{v.wall_s:.2f} s", "vanilla wall time")]
     if e and v and v.tokens_per_s > 0:
         cards.append(_card(f"{e.tokens_per_s / v.tokens_per_s:.2f}×", "speedup (tokens/s ratio)"))
-        same = tuple(e.token_ids) == tuple(v.token_ids)
+        n = min(len(e.token_ids), len(v.token_ids))
+        same = tuple(e.token_ids[:n]) == tuple(v.token_ids[:n])
         greedy = float((e.settings or {}).get("temperature", 0.0) or 0.0) == 0.0
-        if same:
+        if same and len(e.token_ids) == len(v.token_ids):
             cards.append(_card("✓ identical", "outputs, token for token"))
+        elif same:
+            cards.append(_card("✓ identical", f"over the {n} tokens both produced (one stopped early)"))
         elif greedy:
             cards.append(_card("✗ differ", "outputs (unexpected at temperature 0)"))
         else:
             cards.append(_card("≠ differ", "sampled: both follow the target's distribution"))
-    return CSS + "<div class='eg-cards'>" + "".join(cards) + "</div>"
+    how = f"<p class='eg-note'>{html.escape(note)}</p>" if note else ""
+    return CSS + "<div class='eg-cards'>" + "".join(cards) + "</div>" + how
 
 
 def _timed_chunks(run: Run) -> list[tuple[float, str]]:
@@ -151,7 +169,7 @@ def _timed_chunks(run: Run) -> list[tuple[float, str]]:
     return out
 
 
-def replay_html(eagle: Run | None, vanilla: Run | None, nonce: int = 0, speed: float = 1.0) -> str:
+def replay_html(eagle: Run | None, vanilla: Run | None, nonce: int = 0, speed: float = 1.0, placeholder: str = "") -> str:
     """Both texts appearing at their measured pace (CSS animations; `nonce` restarts them)."""
     panels = []
     for label, run in (("EAGLE", eagle), ("vanilla", vanilla)):
@@ -165,5 +183,5 @@ def replay_html(eagle: Run | None, vanilla: Run | None, nonce: int = 0, speed: f
                       f"{max(total / speed, 0.01):.3f}s'></div></div><div class='eg-text' style='max-height:300px'>"
                       f"{body}</div></div>")
     if not panels:
-        return CSS + "<div class='eg-empty'>The paced replay appears after a run.</div>"
+        return CSS + f"<div class='eg-empty'>{html.escape(placeholder or 'The paced replay appears after a run.')}</div>"
     return CSS + f"<div class='eg-replay' data-nonce='{nonce}'>" + "".join(panels) + "</div>"

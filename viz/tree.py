@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord
 from eagle_core.tree import ancestor_mask
 
-from .style import BLUE, BONUS, BONUS_NAME, DECISION_STYLE, ROOT_NAME, base_layout, fmt_p, token_label
+from .style import (BLUE, BONUS, BONUS_NAME, DECISION_STYLE, ROOT_NAME, base_layout, cycle_texts, fmt_p, plot_text,
+                    token_label)
 
 BONUS_KEY = "bonus"  # the graph key of the bonus node (draft nodes are keyed by their index)
 
@@ -27,8 +28,9 @@ def tree_graph(cycle: CycleRecord, show_bonus: bool = True) -> nx.DiGraph:
     """
     g = nx.DiGraph()
     on_path = set(cycle.accepted)
+    shown, bonus_shown = cycle_texts(cycle)
     for n in cycle.nodes:
-        g.add_node(n.index, label=token_label(n.text), text=n.text, token_id=n.token_id, depth=n.depth,
+        g.add_node(n.index, label=token_label(shown[n.index]), text=n.text, token_id=n.token_id, depth=n.depth,
                    kind="root" if n.parent < 0 else "draft", decision=n.decision, q=n.q, p=n.p, score=n.score,
                    u=n.u, p_test=n.p_test, on_path=n.index in on_path)
         if n.parent >= 0:
@@ -37,7 +39,7 @@ def tree_graph(cycle: CycleRecord, show_bonus: bool = True) -> nx.DiGraph:
         return g
     last = cycle.accepted[-1] if cycle.accepted else 0
     depth = cycle.nodes[last].depth + 1 if cycle.nodes else 1
-    g.add_node(BONUS_KEY, label=token_label(cycle.bonus_text), text=cycle.bonus_text, token_id=cycle.bonus_token_id,
+    g.add_node(BONUS_KEY, label=token_label(bonus_shown), text=cycle.bonus_text, token_id=cycle.bonus_token_id,
                depth=depth, kind="bonus", decision=ACCEPTED, q=None, p=cycle.bonus_p, score=None, u=None,
                p_test=None, on_path=True)
     if last in g:
@@ -67,12 +69,13 @@ def tree_layout(g: nx.DiGraph) -> dict:
 
 
 def _hover(a: dict) -> str:
+    tok = plot_text(repr(a["text"]))
     if a["kind"] == "bonus":
-        return (f"<b>bonus token</b> {a['text']!r} (id {a['token_id']})<br>the target's own choice after the "
+        return (f"<b>bonus token</b> {tok} (id {a['token_id']})<br>the target's own choice after the "
                 f"accepted path<br>p (target) = {fmt_p(a['p'])}")
     if a["kind"] == "root":
-        return f"<b>root</b> {a['text']!r} (id {a['token_id']})<br>last committed token; every draft starts here"
-    lines = [f"<b>{a['text']!r}</b> (id {a['token_id']}), depth {a['depth']}",
+        return f"<b>root</b> {tok} (id {a['token_id']})<br>last committed token; every draft starts here"
+    lines = [f"<b>{tok}</b> (id {a['token_id']}), depth {a['depth']}",
              f"decision: <b>{a['decision'].replace('_', ' ')}</b>",
              f"q (draft) = {fmt_p(a['q'])}", f"p (target) = {fmt_p(a['p'])}",
              f"cumulative score Σ log q = {a['score']:.2f}"]
@@ -112,7 +115,7 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
         big = kind in ("root", "bonus")
         fig.add_trace(go.Scatter(
             x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text", name=name,
-            text=[g.nodes[n]["label"] for n in nodes], textposition="top center",
+            text=[plot_text(g.nodes[n]["label"]) for n in nodes], textposition="top center",
             textfont=dict(size=16 if big or decision == ACCEPTED else 14,
                           color="#1f2430" if decision != NOT_REACHED else "#777"),
             marker=dict(symbol=symbol, size=22 if big else 15, color=colour,
@@ -124,7 +127,10 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
     acc = len(cycle.accepted) - 1
     title = title or (f"Cycle {cycle.step + 1}: {len(cycle.nodes) - 1} drafted, {acc} accepted + 1 bonus "
                       f"= {acc + 1} token{'s' if acc else ''}")
-    base_layout(fig, title, height=int(min(1000, max(360, 44 * n_rows + 200))))
+    base_layout(fig, title, height=int(min(1100, max(440, 44 * n_rows + 290))))
+    # the legend goes below the axis: on top, a legend that wraps to several rows ran into the title
+    fig.update_layout(legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom", x=0.0, xanchor="left"),
+                      margin=dict(l=20, r=20, t=80, b=150))
     fig.update_xaxes(range=[-0.5, max_depth + 0.5], dtick=1, title="depth in the draft tree",
                      showgrid=True, gridcolor="#eee", zeroline=False, title_font=dict(size=15))
     fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5, 0.8])
@@ -144,7 +150,9 @@ def mask_figure(cycle: CycleRecord) -> go.Figure:
     parents = [n.parent for n in cycle.nodes]
     m = ancestor_mask(parents).int().tolist()
     on_path = set(cycle.accepted)
-    labels = [f"{'✓ ' if n.index in on_path else ''}{n.index} {token_label(n.text, 8)}" for n in cycle.nodes]
+    shown, _ = cycle_texts(cycle)
+    labels = [plot_text(f"{'✓ ' if n.index in on_path else ''}{n.index} {token_label(shown[n.index], 8)}")
+              for n in cycle.nodes]
     hover = [[f"{labels[i]} {'sees' if m[i][j] else 'does NOT see'} {labels[j]}" for j in range(len(m))]
              for i in range(len(m))]
     fig = go.Figure(go.Heatmap(z=m, x=labels, y=labels, colorscale=[[0, "#f1f1f1"], [1, BLUE]], zmin=0, zmax=1,

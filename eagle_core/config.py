@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-METHODS = ("eagle2", "eagle1", "chain", "vanilla")
+METHODS = ("eagle2", "eagle3", "eagle1", "chain", "vanilla")
 METHOD_LABELS = {
     "eagle2": "EAGLE-2 dynamic tree",
+    "eagle3": "EAGLE-3 (fused target layers, dynamic tree)",
     "eagle1": "EAGLE-1 static tree",
     "chain": "chain (one draft per step)",
     "vanilla": "vanilla (no drafting)",
@@ -40,7 +41,7 @@ MAX_SEED = 2 ** 63  # torch.Generator.manual_seed takes a 64-bit integer
 class DecodeSettings:
     method: str = "eagle2"  # one of METHODS
     max_new_tokens: int = 128  # stop after this many generated tokens
-    # EAGLE-2 dynamic tree (arXiv:2406.16858): `depth` expansion steps, `tree_top_k` children per
+    # EAGLE-2 dynamic tree (arXiv:2406.16858; EAGLE-3 drafts the same tree): `depth` expansion steps, `tree_top_k` children per
     # node and frontier width, keep the best `total_tokens` draft nodes (root not counted).
     depth: int = 4
     tree_top_k: int = 4

@@ -23,6 +23,8 @@ import torch
 
 from .config import DecodeSettings
 from .draft import Drafter
+from .draft3 import Eagle3Drafter, make_drafter
+from .head3 import Eagle3Head
 from .trace import ACCEPTED, CycleRecord, DraftNode, Run, RunSummary, tau
 from .tree import DraftTree, tree_attention_mask, tree_positions
 from .verify import Verdict, logits_to_probs, sample, verify_greedy, verify_point_mass, verify_ratio
@@ -69,21 +71,51 @@ def cut_at_stop(new: list[int], n_out: int, eos: set[int], max_new_tokens: int) 
 
 
 class Engine:
-    """A target model plus (optionally) an EAGLE head. Read-only: safe to share between users;
-    every generation keeps its own caches and random generator."""
+    """A target model plus (optionally) an EAGLE-1/2 head and an EAGLE-3 head. Read-only: safe to
+    share between users; every generation keeps its own caches and random generator.
 
-    def __init__(self, target, head=None, draft_vocab: list[int] | None = None, head_name: str = ""):
+    `head3`: the EAGLE-3 head for method "eagle3" (an EAGLE-3 head passed as `head` goes there too).
+    None with an EAGLE-1/2 head given: the default EAGLE-3 head for this target is loaded on the
+    first "eagle3" request (default_head.load_default_head3: shipped, else random and untrained)."""
+
+    def __init__(self, target, head=None, draft_vocab: list[int] | None = None, head_name: str = "",
+                 head3: Eagle3Head | None = None, head3_name: str = ""):
+        if isinstance(head, Eagle3Head) and head3 is None:
+            head, head3, head3_name, head_name = None, head, head_name, ""
         self.target = target
-        self.drafter = Drafter(head, target, draft_vocab) if head is not None else None
+        self.drafter = make_drafter(head, target, draft_vocab) if head is not None else None
         self.head_name = head_name if head is not None else ""
+        self.drafter3 = Eagle3Drafter(head3, target) if head3 is not None else None
+        self.head3_name = head3_name if head3 is not None else ""
+        self._lazy3 = head3 is None and head is not None
+        self._lock = threading.Lock()
+
+    def drafter_for(self, method: str) -> Drafter | None:
+        """The drafter a method uses (None for vanilla); loads the default EAGLE-3 head if due."""
+        if method == "vanilla":
+            return None
+        if method != "eagle3":
+            return self.drafter
+        with self._lock:
+            if self.drafter3 is None and self._lazy3:
+                from .default_head import load_default_head3
+
+                self._lazy3 = False
+                head3, self.head3_name = load_default_head3(self.target)
+                self.drafter3 = Eagle3Drafter(head3, self.target)
+        return self.drafter3
+
+    def head_name_for(self, method: str) -> str:
+        return "" if method == "vanilla" else self.head3_name if method == "eagle3" else self.head_name
 
     def check(self, prompt: str, settings: DecodeSettings) -> list[int]:
         """Validate a request; returns the prompt's token ids. Raises ValueError with a clear message."""
         settings.validate(self.target.context_limit)
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty: type something for the model to answer")
-        if settings.method != "vanilla" and self.drafter is None:
-            raise ValueError(f"method {settings.method!r} needs an EAGLE head, and none is loaded")
+        if settings.method != "vanilla" and self.drafter_for(settings.method) is None:
+            kind = "an EAGLE-3" if settings.method == "eagle3" else "an EAGLE-1/2"
+            raise ValueError(f"method {settings.method!r} needs {kind} head, and none is loaded")
         ids = self.target.encode_prompt(prompt, settings.chat_template)
         limit = self.target.context_limit
         if len(ids) >= limit:
@@ -119,7 +151,8 @@ class Generation:
     @torch.inference_mode()
     def _loop(self):
         eng, s, tgt = self.engine, self.s, self.engine.target
-        drafter = eng.drafter if s.method != "vanilla" else None
+        drafter = eng.drafter_for(s.method)
+        layers = getattr(drafter, "target_layers", ())  # EAGLE-3: the target layers the head reads
         dev, limit = tgt.device, tgt.context_limit
         gen = torch.Generator().manual_seed(s.seed)
         eos = set(tgt.eos_ids)
@@ -128,12 +161,12 @@ class Generation:
 
         # 0. prefill: the prompt through the target; its last logits give the first new token
         cache = tgt.new_cache()
-        feats = tgt.forward(torch.tensor([self.prompt_ids], device=dev), cache)[0]  # (n, H)
+        feats, head_feats = self._forward(torch.tensor([self.prompt_ids], device=dev), cache, None, None, layers)
         first = self._pick(tgt.logits(feats[-1:])[0], gen)
         prefill_ms = (time.perf_counter() - t_start) * 1e3
         out_ids, stop_reason = cut_at_stop([first], 0, eos, s.max_new_tokens)
         L = len(self.prompt_ids)  # target cache length = position of the root
-        unseen = UnseenPairs(feats, torch.tensor(self.prompt_ids[1:] + [first], device=dev), 0)
+        unseen = UnseenPairs(head_feats, torch.tensor(self.prompt_ids[1:] + [first], device=dev), 0)
         head_cache = None if drafter is None else drafter.new_cache(min(limit, L + s.max_new_tokens) + HEAD_SCRATCH)
         emitted = ""
         draft_s = verify_s = 0.0
@@ -160,7 +193,7 @@ class Generation:
             # 2. verify: one ordinary target forward over root + tree (tree mask, depth positions)
             mask = tree_attention_mask(tree.parents, L, dtype=tgt.dtype, device=dev) if len(tree) > 1 else None
             pos = tree_positions(tree.parents, L).to(dev)[None]
-            feats = tgt.forward(torch.tensor([tree.tokens], device=dev), cache, pos, mask)[0]  # (n, H)
+            feats, head_feats = self._forward(torch.tensor([tree.tokens], device=dev), cache, pos, mask, layers)
             # 3. accept: the longest path the target agrees with, then its bonus token
             verdict = self._accept(tree, feats, gen)
             # 4. update: keep only the accepted path in the target's KV cache
@@ -174,7 +207,7 @@ class Generation:
             out_ids.extend(committed)
             if drafter is not None and stop_reason is None:
                 accepted = torch.tensor(verdict.accepted, device=dev)
-                unseen = UnseenPairs(feats[accepted], torch.tensor(new, device=dev), L)
+                unseen = UnseenPairs(head_feats[accepted], torch.tensor(new, device=dev), L)
             text, emitted = self._delta(out_ids, emitted)
             yield self._record(step, L, tree, verdict, committed, text, t1 - t0, t2 - t1, rule)
             L += len(verdict.accepted)
@@ -191,10 +224,20 @@ class Generation:
             cycles=len(self.cycles), tau=tau(self.cycles), wall_s=wall,
             tokens_per_s=len(out_ids) / wall if wall > 0 else 0.0, prefill_ms=prefill_ms,
             draft_s=draft_s, verify_s=verify_s, stop_reason=stop_reason, settings=s.to_dict(),
-            model=tgt.name, head=eng.head_name if s.method != "vanilla" and eng.drafter is not None else "",
-            device=str(tgt.device),
+            model=tgt.name, head=eng.head_name_for(s.method), device=str(tgt.device),
+            head_layers=tuple(getattr(eng.drafter_for(s.method), "target_layers", ())),
         )
         return Run(summary, tuple(self.cycles), first_token_id=first, first_token_text=tgt.token_text(first))
+
+    def _forward(self, ids, cache, pos, mask, layers):
+        """The target forward of a prefill or a verification: (features for the LM head (n, H),
+        features for the head: the same, or for EAGLE-3 the captured layer inputs (n, 3H))."""
+        tgt = self.engine.target
+        if not layers:
+            feats = tgt.forward(ids, cache, pos, mask)[0]
+            return feats, feats
+        feats, captured = tgt.forward_layers(ids, layers, cache, pos, mask)
+        return feats[0], captured[0]
 
     def _pick(self, logits, gen) -> int:
         s = self.s

@@ -34,3 +34,40 @@ def load_default_head(target, path: str | None = None):
         return random_head(target), None, "random (untrained)"
     head, vocab = load_head(path, target.hidden_size, target.vocab_size, target.device, target.dtype)
     return head, vocab, path
+
+
+# -- EAGLE-3 ----------------------------------------------------------------------------------
+DEFAULT_HEAD3_DIR = os.path.join(ASSETS, "head3-smollm2-135m")  # shipped once trained (issue 12)
+
+
+def random_head3(target, seed: int = 0, draft_vocab: list[int] | None = None):
+    """An untrained EAGLE-3 head for `target` over `draft_vocab` (default: the shipped EAGLE-2
+    head's draft vocabulary if it fits the target, else the full vocabulary). It drafts badly
+    but decoding stays lossless."""
+    from .head3 import Eagle3Config, Eagle3Head
+
+    if draft_vocab is None:
+        vocab_file = os.path.join(DEFAULT_HEAD_DIR, "draft_vocab.json")
+        if target.name == "smollm2-135m" and os.path.exists(vocab_file):
+            import json
+
+            with open(vocab_file) as f:
+                draft_vocab = json.load(f)["token_ids"]
+        else:
+            draft_vocab = list(range(target.vocab_size))
+    torch.manual_seed(seed)
+    head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=len(set(draft_vocab))))
+    head.set_draft_vocab(draft_vocab)
+    return head.to(device=target.device, dtype=target.dtype).eval()
+
+
+def load_default_head3(target, path: str | None = None):
+    """(EAGLE-3 head, name). `path` None: the shipped EAGLE-3 head for the default target if
+    there is one, else a random head named "random (untrained)"."""
+    from .head3 import load_head3
+
+    if path is None and target.name == "smollm2-135m" and os.path.exists(os.path.join(DEFAULT_HEAD3_DIR, "config.json")):
+        return load_head3(DEFAULT_HEAD3_DIR, target, target.device, target.dtype), "assets/head3-smollm2-135m"
+    if path is None:
+        return random_head3(target), "EAGLE-3 random (untrained)"
+    return load_head3(path, target, target.device, target.dtype), path

@@ -4,7 +4,7 @@ EAGLE (Li et al. 2024, arXiv:2401.15077) drafts a fixed tree of top-k ranks; EAG
 (arXiv:2406.16858) grows the tree per context, expanding the nodes with the highest cumulative
 draft log-probability and keeping the best `total_tokens`. EAGLE-3 (arXiv:2503.01840) keeps
 this drafting but changes the head (it fuses low, middle and high target layers) and its
-training; its heads are not supported here.
+training: `draft3.Eagle3Drafter` subclasses this drafter and reuses every tree below.
 
 The `Drafter` owns nothing mutable; each generation gets a `HeadCache` holding the head's keys
 and values for the committed context, so a cycle runs the head only on new positions:
@@ -89,7 +89,7 @@ class Drafter:
             return DraftTree((root_token,), (-1,), (1.0,), (0.0,))
         committed = cache.length
         try:
-            if s.method == "eagle2":
+            if s.method in ("eagle2", "eagle3"):  # EAGLE-3 drafts EAGLE-2's dynamic tree
                 return self._dynamic(s, cache, root_token, root_feat, root_pos, min(s.depth, max_depth))
             if s.method == "eagle1":
                 return self._static(s, cache, root_token, root_feat, root_pos, max_depth)

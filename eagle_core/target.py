@@ -96,6 +96,25 @@ class Target:
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         return self.lm_head(features).float()
 
+    # -- EAGLE-3: the residual stream entering chosen decoder layers ---------------------------
+    @torch.no_grad()
+    def forward_layers(self, input_ids, layers: tuple[int, ...], cache=None, position_ids=None, attention_mask=None):
+        """Like `forward`, and also capture the hidden state ENTERING each decoder layer in `layers`
+        (= the output of layer i-1; layer 0's input is the embedding), by forward pre-hooks on those
+        layers. Returns (last hidden states (B, n, H), captured (B, n, len(layers) * H) in the order
+        given). Without `cache`: a plain batched teacher-forced forward (training data)."""
+        seen: dict[int, torch.Tensor] = {}
+        blocks = self.body.layers
+        hooks = [blocks[i].register_forward_pre_hook(lambda m, args, i=i: seen.__setitem__(i, args[0]))
+                 for i in sorted(set(layers))]
+        try:
+            out = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                            cache=cache, use_cache=cache is not None)
+        finally:
+            for h in hooks:
+                h.remove()
+        return out.last_hidden_state, torch.cat([seen[i] for i in layers], dim=-1)
+
     def stock_kernels(self):
         """Context manager: run with the model's original nn.Linear modules (stock transformers)."""
         import contextlib

@@ -79,7 +79,7 @@ class CycleRecord:
 class RunSummary:
     """What a whole generation did."""
 
-    method: str  # "eagle2", "eagle1", "chain" or "vanilla"
+    method: str  # "eagle2", "eagle3", "eagle1", "chain" or "vanilla"
     prompt: str
     text: str  # the generated text (special tokens removed)
     token_ids: tuple[int, ...]  # generated token ids (EOS excluded)
@@ -98,6 +98,7 @@ class RunSummary:
     model: str = ""
     head: str = ""
     device: str = ""
+    head_layers: tuple[int, ...] = ()  # EAGLE-3: the target layers whose inputs feed the head (else empty)
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ def cycle_from_dict(d: dict) -> CycleRecord:
 def summary_from_dict(d: dict) -> RunSummary:
     kw = {f.name: d[f.name] for f in fields(RunSummary) if f.name in d}
     kw["token_ids"] = tuple(kw.get("token_ids", ()))
+    kw["head_layers"] = tuple(kw.get("head_layers", ()))  # absent in traces written before EAGLE-3
     return RunSummary(**kw)
 
 

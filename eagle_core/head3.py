@@ -1,0 +1,369 @@
+"""The EAGLE-3 head (Li et al. 2025, arXiv:2503.01840), and its checkpoint format.
+
+What changes from EAGLE-1/2 (eagle_core/head.py):
+  - input features: not the target's last hidden state but the residual stream ENTERING three
+    target layers, low / middle / high: layers (2, N//2, N-3) of an N-layer target (N = 30 for
+    SmolLM2: layers 2, 15, 27). In Hugging Face's `output_hidden_states` numbering, where
+    hidden_states[0] is the embedding output, these are hidden_states[2], [N//2], [N-3]. The
+    official code (eagle/model/modeling_llama_kv.py: `if idx == len(self.layers)-3 or
+    idx == len(self.layers)//2 or idx == 2: all_hidden_states += (hidden_states,)` before layer
+    idx runs), vLLM (`get_eagle3_aux_hidden_state_layers` -> (2, n//2, n-3), captured as
+    hidden + residual before layer idx) and SGLang (`layers_to_capture = [2, n//2, n-3]`) agree.
+  - `fc` (3H -> H, no bias) fuses them; the decoder layer's attention reads
+    cat(input_layernorm(embed(x)), hidden_norm(h)) (2H), the residual is h itself (the fc output,
+    before hidden_norm: vLLM's default `_norm_after_residual`, SGLang's `residual = hidden_states`).
+  - a final `norm` and the head's OWN `lm_head` over a reduced draft vocabulary; `d2t` maps a
+    draft id to a target id (target = draft + d2t[draft]), `t2d` marks the target ids drafted.
+  - the output BEFORE the final norm is the feature the next draft step reads (vLLM returns
+    `hidden_prenorm`, SGLang `hidden_states_to_aux`, the official trainer `hidden_states =
+    hidden_states_out` before `self.norm`); logits come from lm_head(norm(h)).
+
+    h   = fc(cat(a_2, a_{N//2}, a_{N-3}))         # (n, 3H) -> (n, H); later steps: h = own output
+    x   = cat(input_layernorm(embed(x_{t+1})), hidden_norm(h))   # (n, 2H)
+    h   = h + o_proj(attn(q(x), k(x), v(x)))
+    h   = h + mlp(post_attention_layernorm(h))   # -> next step's input feature
+    q   = softmax(lm_head(norm(h)))              # over the draft vocabulary
+
+Checkpoints: the official layout (config.json with `draft_vocab_size`, model.safetensors or
+pytorch_model.bin; keys fc.weight, midlayer.*, norm.weight, lm_head.weight, d2t, t2d; an
+`embed_tokens.weight` copy of the target's is allowed and ignored), loaded strictly.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .head import OPTIONAL_KEYS, HeadCache, RMSNorm, _rope_theta, apply_rope, read_state_dict, rope_inv_freq
+
+ARCHITECTURES = ("LlamaForCausalLMEagle3", "LlamaForCausalLM")  # the first is written (SGLang needs it)
+LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # vLLM's name, inside "eagle_config"
+
+
+def default_layers(num_target_layers: int) -> tuple[int, int, int]:
+    """The target layers whose INPUT feeds the head: (2, N//2, N-3), distinct only for N >= 7."""
+    n = num_target_layers
+    layers = (2, n // 2, n - 3)
+    if len(set(layers)) != 3:
+        raise ValueError(f"EAGLE-3 reads target layers (2, N//2, N-3); a {n}-layer target gives {layers}, "
+                         "not three distinct layers (it needs at least 7 layers)")
+    return layers
+
+
+@dataclass
+class Eagle3Config:
+    hidden_size: int  # H of the head (= the target's hidden size for every published head)
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int  # the target's vocabulary (size of t2d)
+    draft_vocab_size: int  # rows of the head's own lm_head (size of d2t)
+    rms_norm_eps: float = 1e-5
+    max_position_embeddings: int = 2048
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    head_dim: int | None = None
+    target_hidden_size: int | None = None  # None: = hidden_size
+    layers: tuple[int, ...] | None = None  # target layers read (inputs of); None: (2, N//2, N-3) of the target
+
+    @property
+    def dim_per_head(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def feature_size(self) -> int:
+        return (self.target_hidden_size or self.hidden_size) * (len(self.layers) if self.layers else 3)
+
+    def layers_for(self, num_target_layers: int) -> tuple[int, ...]:
+        layers = tuple(self.layers) if self.layers else default_layers(num_target_layers)
+        if any(not 0 <= i < num_target_layers for i in layers):
+            raise ValueError(f"head reads target layers {layers}; the target has {num_target_layers} layers")
+        return layers
+
+    def to_json_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("layers", "head_dim", "target_hidden_size")}
+        if self.head_dim is not None:
+            d["head_dim"] = self.head_dim
+        if self.target_hidden_size not in (None, self.hidden_size):
+            d["target_hidden_size"] = self.target_hidden_size
+        if self.layers:
+            d["eagle_config"] = {LAYER_IDS_KEY: list(self.layers)}
+        d.update(num_hidden_layers=1, hidden_act="silu", architectures=[ARCHITECTURES[0]], model_type="llama",
+                 tie_word_embeddings=False)  # SGLang ties lm_head to embed_tokens if this is true
+        return d
+
+    @classmethod
+    def from_json_dict(cls, d: dict) -> "Eagle3Config":
+        arch = (d.get("architectures") or [None])[0]
+        if arch not in ARCHITECTURES:
+            raise ValueError(f"not an EAGLE-3 head: architecture {arch!r}, expected one of {', '.join(ARCHITECTURES)}")
+        if d.get("num_hidden_layers", 1) != 1:
+            raise ValueError(f"an EAGLE-3 head has one decoder layer here; config says {d['num_hidden_layers']}")
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names and k != "layers"}
+        kw.setdefault("num_key_value_heads", d.get("num_attention_heads"))
+        if kw.get("draft_vocab_size") is None and "vocab_size" in kw:  # vLLM / SGLang: absent = full vocabulary
+            kw["draft_vocab_size"] = kw["vocab_size"]
+        missing = {"hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"} - kw.keys()
+        if missing:
+            raise ValueError(f"EAGLE-3 config.json lacks {sorted(missing)}")
+        ids = d.get(LAYER_IDS_KEY) or (d.get("eagle_config") or {}).get(LAYER_IDS_KEY)
+        return cls(**kw, layers=tuple(int(i) for i in ids) if ids else None)
+
+    @classmethod
+    def for_target(cls, target_config, draft_vocab_size: int | None = None, **overrides) -> "Eagle3Config":
+        c = target_config
+        kw = dict(hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+                  num_attention_heads=c.num_attention_heads,
+                  num_key_value_heads=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
+                  vocab_size=c.vocab_size, draft_vocab_size=draft_vocab_size or c.vocab_size,
+                  rms_norm_eps=getattr(c, "rms_norm_eps", 1e-5), max_position_embeddings=c.max_position_embeddings,
+                  rope_theta=_rope_theta(c), head_dim=getattr(c, "head_dim", None))
+        kw.update(overrides)
+        return cls(**kw)
+
+
+def attention(q, keys, values, n_heads: int, mask=None, diagonal=()):
+    """Scaled dot-product attention, grouped-query aware. q (B, nh, n, d); keys/values (B, nkv, m, d);
+    mask (n, m) bool or None. `diagonal`: extra (k, v) pairs of shape (B, nkv, n, d) that query row i
+    sees at row i only (the training-time test's earlier steps at the same position)."""
+    rep = n_heads // keys.shape[1]
+    if rep > 1:
+        keys, values = keys.repeat_interleave(rep, 1), values.repeat_interleave(rep, 1)
+    if not diagonal:
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = (q @ keys.transpose(-1, -2)) * scale  # (B, nh, n, m)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    diag = [(k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)) for k, v in diagonal]
+    extra = torch.stack([(q * k).sum(-1) * scale for k, _ in diag], dim=-1)  # (B, nh, n, s)
+    w = torch.softmax(torch.cat([scores, extra], dim=-1).float(), dim=-1).to(q.dtype)
+    m = scores.shape[-1]
+    out = w[..., :m] @ values
+    for j, (_, v) in enumerate(diag):
+        out = out + w[..., m + j, None] * v
+    return out
+
+
+class Eagle3Layer(nn.Module):
+    """The `midlayer`: a Llama decoder layer whose q/k/v read cat(norm(embed), norm(h)) (2H)."""
+
+    def __init__(self, cfg: Eagle3Config):
+        super().__init__()
+        H, d = cfg.hidden_size, cfg.dim_per_head
+        self.n_heads, self.n_kv, self.d = cfg.num_attention_heads, cfg.num_key_value_heads, d
+        self.self_attn = nn.Module()
+        self.self_attn.q_proj = nn.Linear(2 * H, self.n_heads * d, bias=False)
+        self.self_attn.k_proj = nn.Linear(2 * H, self.n_kv * d, bias=False)
+        self.self_attn.v_proj = nn.Linear(2 * H, self.n_kv * d, bias=False)
+        self.self_attn.o_proj = nn.Linear(self.n_heads * d, H, bias=False)
+        self.mlp = nn.Module()
+        self.mlp.gate_proj = nn.Linear(H, cfg.intermediate_size, bias=False)
+        self.mlp.up_proj = nn.Linear(H, cfg.intermediate_size, bias=False)
+        self.mlp.down_proj = nn.Linear(cfg.intermediate_size, H, bias=False)
+        self.hidden_norm = RMSNorm(H, cfg.rms_norm_eps)
+        self.input_layernorm = RMSNorm(H, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(H, cfg.rms_norm_eps)
+
+    def qkv(self, emb, h, cos, sin):
+        B, n, _ = h.shape
+        a = self.self_attn
+        x = torch.cat((self.input_layernorm(emb), self.hidden_norm(h)), dim=-1)  # (B, n, 2H)
+        q = a.q_proj(x).view(B, n, self.n_heads, self.d).transpose(1, 2)  # (B, nh, n, d)
+        k = a.k_proj(x).view(B, n, self.n_kv, self.d).transpose(1, 2)  # (B, nkv, n, d)
+        v = a.v_proj(x).view(B, n, self.n_kv, self.d).transpose(1, 2)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def finish(self, h, attn_out):
+        """Residual from h (the fc output / previous feature), then the MLP block."""
+        B, n, _ = h.shape
+        h = h + self.self_attn.o_proj(attn_out.transpose(1, 2).reshape(B, n, self.n_heads * self.d))
+        m, x = self.mlp, self.post_attention_layernorm(h)
+        return h + m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
+
+    def forward(self, emb, h, cos, sin, mask, cache: HeadCache | None):
+        q, k, v = self.qkv(emb, h, cos, sin)
+        if cache is not None:  # single sequence (B = 1), as in head.DecoderLayer
+            start = cache.length
+            cache.append(k, v)
+            k, v = cache.k[:, :, :start + k.shape[2]], cache.v[:, :, :start + k.shape[2]]
+        return self.finish(h, attention(q, k, v, self.n_heads, mask))
+
+
+class Eagle3Head(nn.Module):
+    def __init__(self, cfg: Eagle3Config):
+        super().__init__()
+        self.config = cfg
+        self.fc = nn.Linear(cfg.feature_size, cfg.hidden_size, bias=False)
+        self.midlayer = Eagle3Layer(cfg)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
+        self.register_buffer("t2d", torch.zeros(cfg.vocab_size, dtype=torch.bool))
+        if cfg.draft_vocab_size == cfg.vocab_size:
+            self.t2d.fill_(True)
+        self._inv_freq = rope_inv_freq(cfg)  # float32, a plain attribute (as in head.EagleHead)
+
+    # -- the draft vocabulary ------------------------------------------------------------------
+    def draft_ids(self) -> torch.Tensor:
+        """(N,) the target token id of each draft id."""
+        return torch.arange(self.config.draft_vocab_size, device=self.d2t.device) + self.d2t
+
+    def set_draft_vocab(self, token_ids) -> None:
+        """Fill d2t / t2d from sorted distinct target ids (the official trainer's convention)."""
+        ids = torch.tensor(sorted(set(int(t) for t in token_ids)), dtype=torch.long)
+        if len(ids) != self.config.draft_vocab_size:
+            raise ValueError(f"{len(ids)} distinct draft tokens, config says draft_vocab_size "
+                             f"{self.config.draft_vocab_size}")
+        self.d2t.copy_(ids - torch.arange(len(ids)))
+        self.t2d.zero_()
+        self.t2d[ids.to(self.t2d.device)] = True
+
+    # -- compute -------------------------------------------------------------------------------
+    def new_cache(self, max_len: int) -> HeadCache:
+        p = self.fc.weight
+        return HeadCache(self.config, max_len, p.device, p.dtype)
+
+    def fuse(self, target_feats: torch.Tensor) -> torch.Tensor:
+        """(..., 3H) the target's captured layer inputs -> (..., H)."""
+        return self.fc(target_feats)
+
+    def rope(self, positions, dtype, device):
+        if self._inv_freq.device != device:
+            self._inv_freq = self._inv_freq.to(device)
+        freqs = positions.to(device, torch.float32)[:, None] * self._inv_freq[None]  # (n, d/2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def forward(self, token_embeds, hidden, positions, mask=None, cache: HeadCache | None = None):
+        """One draft step. token_embeds (B, n, H) embeddings of x_{t+1}; hidden (B, n, H) the fused
+        target feature (after `fuse`) or the head's own previous output; positions (n,); mask
+        (n, kv_len) bool or None for causal. Returns (B, n, H): the next step's input feature
+        (pre-norm); `logits` turns it into draft logits."""
+        n = hidden.shape[1]
+        if mask is None:
+            past = cache.length if cache is not None else 0
+            mask = torch.ones(n, past + n, dtype=torch.bool, device=hidden.device).tril(past)
+        cos, sin = self.rope(positions, hidden.dtype, hidden.device)
+        return self.midlayer(token_embeds, hidden, cos, sin, mask, cache)
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """(..., H) -> (..., draft_vocab_size)."""
+        return self.lm_head(self.norm(h))
+
+    def unrolled(self, token_embeds_steps, fused, positions):
+        """The training-time test: len(token_embeds_steps) draft steps over whole sequences.
+
+        fused (B, T, H) = fuse(target features); token_embeds_steps[k] (B, T, H) = embed(x_{t+k+1})
+        at row t. Step 0 is ordinary causal attention; at step k row t reads the head's own step
+        k-1 output at row t, sits at position t + k, and attends to step 0's keys at rows <= t plus
+        its own earlier steps' keys at row t only: exactly what a draft node at depth k + 1 sees
+        at inference (the committed context, then its ancestors). Returns the pre-norm outputs
+        of every step, each (B, T, H)."""
+        T = fused.shape[1]
+        causal = torch.ones(T, T, dtype=torch.bool, device=fused.device).tril()
+        outs, diag, kv0, h = [], [], None, fused
+        for k, emb in enumerate(token_embeds_steps):
+            cos, sin = self.rope(positions + k, fused.dtype, fused.device)
+            q, kk, v = self.midlayer.qkv(emb, h, cos, sin)
+            if kv0 is None:
+                kv0 = (kk, v)
+            else:
+                diag.append((kk, v))
+            h = self.midlayer.finish(h, attention(q, kv0[0], kv0[1], self.midlayer.n_heads, causal, tuple(diag)))
+            outs.append(h)
+        return outs
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints in the official layout.
+
+def save_head3(head: Eagle3Head, path: str, dtype=torch.float16, meta=None, fmt: str = "safetensors"):
+    """Write `path/config.json` + `path/model.safetensors` (or pytorch_model.bin)."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({**head.config.to_json_dict(), **({"eagle_explainer": meta} if meta else {})}, f, indent=2)
+    sd = {k: (v.detach().to("cpu", dtype) if v.is_floating_point() else v.detach().cpu()).contiguous()
+          for k, v in head.state_dict().items()}
+    if fmt == "safetensors":
+        from safetensors.torch import save_file
+
+        save_file(sd, os.path.join(path, "model.safetensors"))
+    else:
+        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
+
+
+def read_config3(path: str) -> Eagle3Config:
+    cfg_file = os.path.join(path, "config.json")
+    if not os.path.exists(cfg_file):
+        raise FileNotFoundError(f"no config.json in {path}")
+    with open(cfg_file) as f:
+        return Eagle3Config.from_json_dict(json.load(f))
+
+
+def is_eagle3_dir(path: str) -> bool:
+    """True if `path` holds an EAGLE-3 config (a draft_vocab_size or an Eagle3 architecture)."""
+    try:
+        with open(os.path.join(path, "config.json")) as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return "draft_vocab_size" in d or "Eagle3" in str(d.get("architectures"))
+
+
+def check_fits(cfg: Eagle3Config, target) -> tuple[int, ...]:
+    """Raise ValueError naming both sizes if the head cannot draft for `target`; returns its layers."""
+    tc = target.config
+    th = cfg.target_hidden_size or cfg.hidden_size
+    if th != target.hidden_size:
+        raise ValueError(f"EAGLE-3 head does not fit the target: head reads target hidden size {th}, "
+                         f"target hidden size {target.hidden_size}")
+    if cfg.hidden_size != target.hidden_size:
+        raise ValueError(f"EAGLE-3 head does not fit the target: head hidden size {cfg.hidden_size}, target "
+                         f"hidden size {target.hidden_size} (the head drafts through the target's embedding)")
+    if cfg.vocab_size != target.vocab_size:
+        raise ValueError(f"EAGLE-3 head does not fit the target: head vocabulary {cfg.vocab_size}, "
+                         f"target vocabulary {target.vocab_size}")
+    return cfg.layers_for(int(tc.num_hidden_layers))
+
+
+def load_head3(path: str, target=None, device="cpu", dtype=torch.float32) -> Eagle3Head:
+    """Load an EAGLE-3 head strictly; with `target`, also check that it fits."""
+    cfg = read_config3(path)
+    if target is not None:
+        check_fits(cfg, target)
+    sd = read_state_dict(path)
+    head = Eagle3Head(cfg)
+    load_state3_strict(head, sd)
+    return head.to(device=device, dtype=dtype).eval()
+
+
+def load_state3_strict(head: Eagle3Head, sd: dict[str, torch.Tensor]):
+    """Copy `sd` into `head`; a missing, unexpected or mis-shaped key, or an inconsistent
+    d2t / t2d pair, is an error."""
+    own = head.state_dict()
+    missing = sorted(set(own) - set(sd))
+    unexpected = sorted(set(sd) - set(own) - OPTIONAL_KEYS)
+    if missing or unexpected:
+        raise ValueError(f"EAGLE-3 checkpoint does not match the official layout: missing keys {missing}, "
+                         f"unexpected keys {unexpected}")
+    cfg = head.config
+    if "embed_tokens.weight" in sd and tuple(sd["embed_tokens.weight"].shape) != (cfg.vocab_size, cfg.hidden_size):
+        raise ValueError(f"embed_tokens.weight has shape {tuple(sd['embed_tokens.weight'].shape)}, expected "
+                         f"({cfg.vocab_size}, {cfg.hidden_size}) from config.json")
+    for k, t in own.items():
+        if tuple(sd[k].shape) != tuple(t.shape):
+            raise ValueError(f"{k}: checkpoint shape {tuple(sd[k].shape)}, config.json implies {tuple(t.shape)}")
+    ids = torch.arange(cfg.draft_vocab_size) + sd["d2t"].long()
+    t2d = sd["t2d"].bool()
+    if ids.min() < 0 or ids.max() >= cfg.vocab_size or len(set(ids.tolist())) != len(ids):
+        raise ValueError(f"d2t maps draft ids outside [0, {cfg.vocab_size}) or onto the same target id twice")
+    if int(t2d.sum()) != cfg.draft_vocab_size or not bool(t2d[ids].all()):
+        raise ValueError("t2d does not mark exactly the target ids that d2t maps to")
+    head.load_state_dict({k: (sd[k].long() if k == "d2t" else t2d if k == "t2d" else sd[k]) for k in own}, strict=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..config import parse_tree
+
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
 
 
@@ -57,7 +59,7 @@ def main(argv=None):
     v.add_argument("--per-category", type=int, default=None, help="at most N prompts per category")
     v.add_argument("--max-new-tokens", type=int, default=128)
     v.add_argument("--temperatures", type=float, nargs="+", default=[0.0])
-    v.add_argument("--trees", nargs="+", default=["6,10,60"],
+    v.add_argument("--trees", nargs="+", type=parse_tree, default=[parse_tree("6,10,60")], metavar="D,K,T",
                    help="EAGLE-2 trees, each depth,top_k,total_tokens (the order of every tree flag here)")
     v.add_argument("--draft-vocab", default="head", help="head (the head's own) or full")
     v.add_argument("--threads", type=int, default=2)

@@ -15,7 +15,7 @@ from collections import defaultdict
 import torch
 
 from ..bench.prompts import load_prompts
-from ..config import DecodeSettings, parse_tree
+from ..config import DecodeSettings
 from ..decode import Engine
 from ..default_head import load_default_head
 from ..target import load_target
@@ -58,7 +58,7 @@ def run_eval(args):
         vocab = None
     engine = Engine(target, head, vocab, name)
     results = {"head": name, "draft_vocab": len(vocab) if vocab else "full", "runs": []}
-    for tree in map(parse_tree, args.trees):
+    for tree in args.trees:  # TreeSettings (parsed by the command line)
         for temp in args.temperatures:
             s = tree.settings(temperature=temp, max_new_tokens=args.max_new_tokens, seed=0)
             for path in args.prompts:

@@ -20,7 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="decode one prompt")
     g.add_argument("--prompt", required=True)
-    g.add_argument("--method", default="eagle", help="eagle (= eagle2 dynamic tree), eagle1 (static tree), chain, vanilla")
+    g.add_argument("--method", default="eagle",
+                   help="eagle (= eagle2 dynamic tree), eagle3 (EAGLE-3 head, same tree), eagle1 (static tree), chain, vanilla")
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--preset", default=None,
                    help=f"tree preset, one of {', '.join(PRESETS)}: cpu is the default on a CPU, gpu (the published "
@@ -35,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--no-chat-template", action="store_true", help="feed the prompt as raw text")
     g.add_argument("--model", default=None, help="hub id or directory (default: embedded SmolLM2-135M-Instruct)")
-    g.add_argument("--head", default=None, help="EAGLE head directory (default: the shipped head)")
+    g.add_argument("--head", default=None, help="EAGLE head directory (default: the shipped head); with --method eagle3 "
+                   "an EAGLE-3 head in the official layout (default: shipped, else random untrained)")
     g.add_argument("--device", default=None, help="cpu, cuda, mps (default: auto)")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -59,7 +61,7 @@ def main(argv=None) -> int:
     import torch
 
     from .decode import Engine
-    from .default_head import load_default_head
+    from .default_head import load_default_head, load_default_head3
     from .target import load_target, pick_device
     from .trace import run_to_json
 
@@ -69,8 +71,12 @@ def main(argv=None) -> int:
         device = pick_device(a.device)
         settings = settings_from_args(a, device)
         target = load_target(a.model, device=device)
-        head, vocab, name = (None, None, "") if settings.method == "vanilla" and not a.head else load_default_head(target, a.head)
-        engine = Engine(target, head, vocab, name)
+        if settings.method == "eagle3":
+            head3, name3 = load_default_head3(target, a.head)
+            engine = Engine(target, head3=head3, head3_name=name3)
+        else:
+            head, vocab, name = (None, None, "") if settings.method == "vanilla" and not a.head else load_default_head(target, a.head)
+            engine = Engine(target, head, vocab, name)
         gen = engine.generate(a.prompt, settings)
         for cycle in gen:
             if not a.json:

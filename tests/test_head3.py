@@ -230,7 +230,7 @@ def test_engine_methods_pick_their_head():
         Engine(target).generate("abc", DecodeSettings(method="eagle3", **s))
 
 
-N_DRAWS = 1500
+N_DRAWS = 1000
 
 
 def test_eagle3_sampling_keeps_the_target_distribution():
@@ -256,4 +256,4 @@ def test_eagle3_sampling_keeps_the_target_distribution():
         accepted += run.cycles[0].accepted_drafts
     tv = 0.5 * float((counts / counts.sum() - p2).abs().sum())
     assert accepted > N_DRAWS // 4  # drafts really were accepted, not only bonus tokens
-    assert tv < 0.05  # sampling noise with 1500 draws over 8 outcomes is ~0.02
+    assert tv < 0.06  # sampling noise with 1000 draws over 8 outcomes is ~0.025

@@ -31,7 +31,7 @@ from .prompts import Prompt, load_prompts
 from .report import eagle_by_tau, machine_info, render_markdown, render_png, replace_block, summarize
 from .timing import sync
 
-METHOD_NAMES = ("vanilla", "hf", "hf-pld", "eagle")
+METHOD_NAMES = ("vanilla", "hf", "hf-pld", "eagle", "eagle3")  # eagle3: EAGLE-3 head, EAGLE-2 tree
 
 
 def _strip_eos(ids: list[int], eos: set[int]) -> tuple[int, ...]:
@@ -57,14 +57,14 @@ class Runner:
     def run(self, method: str, prompt: Prompt, ids: list[int], repeat: int, seed: int,
             max_new_tokens: int | None = None) -> Sample:
         n = max_new_tokens or self.settings.max_new_tokens
-        if method in ("vanilla", "eagle"):
+        if method in ("vanilla", "eagle", "eagle3"):
             return self._engine(method, prompt, repeat, seed, n)
         if method in ("hf", "hf-pld"):
             return self._hf(method, prompt, ids, repeat, seed, n)
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHOD_NAMES)}")
 
     def _engine(self, method, prompt, repeat, seed, n) -> Sample:
-        s = self.settings.with_(method="vanilla" if method == "vanilla" else self.eagle_method,
+        s = self.settings.with_(method={"vanilla": "vanilla", "eagle3": "eagle3"}.get(method, self.eagle_method),
                                 max_new_tokens=n, seed=seed)
         dev = self.target.device
         sync(dev)
@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     g = ap.add_argument_group("eagle")
     g.add_argument("--head", default=None, help="head directory (default: the shipped head, else a random one)")
+    g.add_argument("--head3", default=None, help="EAGLE-3 head directory for eagle3 (default: shipped, else random)")
     g.add_argument("--eagle-method", default="eagle2", choices=("eagle2", "eagle1", "chain"))
     g.add_argument("--depth", type=int, default=DecodeSettings.depth)
     g.add_argument("--tree-top-k", type=int, default=DecodeSettings.tree_top_k)
@@ -235,6 +236,7 @@ def main(argv=None) -> dict:
 def _run(args, methods, prompts, log):
     """Load the model and run the benchmark; returns (samples, run key, journal segments)."""
     from .. import Engine, load_default_head, load_target
+    from ..default_head import load_default_head3
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -252,6 +254,7 @@ def _run(args, methods, prompts, log):
     head_name = ""
     if "eagle" in methods:
         head, vocab, head_name = load_default_head(target, args.head)
+    head3, head3_name = load_default_head3(target, args.head3) if "eagle3" in methods else (None, "")
     key = {
         "methods": methods, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
         "top_p": args.top_p, "top_k": args.top_k, "seed": args.seed, "threads": torch.get_num_threads(),
@@ -261,12 +264,14 @@ def _run(args, methods, prompts, log):
         "pld": {"prompt_lookup_num_tokens": args.pld_tokens, "max_matching_ngram_size": args.pld_ngram},
         "model": target.describe(),
     }
+    if head3 is not None:  # only then, so journals of earlier runs keep their key
+        key["eagle3"] = {"head": head3_name, "draft_vocab": head3.config.draft_vocab_size}
     try:
         journal = Journal(args.journal, key) if args.journal else None
     except ValueError as e:
         sys.exit(str(e))
-    engine = Engine(target, head, vocab, head_name)
-    log(f"target {target.describe()}; head {head_name or '-'}; {len(prompts)} prompts x {args.repeats} repeats; "
+    engine = Engine(target, head, vocab, head_name, head3, head3_name)
+    log(f"target {target.describe()}; head {head_name or '-'}; head3 {head3_name or '-'}; {len(prompts)} prompts x {args.repeats} repeats; "
         f"methods {', '.join(methods)}")
     runner = Runner(target, engine, settings, args.eagle_method, args.pld_tokens, args.pld_ngram)
     samples = run_benchmark(runner, prompts, methods, args.repeats, args.warmup, args.seed, log, journal)

@@ -1,4 +1,4 @@
-"""python -m eagle_core.train {gen,train,eval} ... (see docs/training.md)."""
+"""python -m eagle_core.train {gen,train,train3,export,export-serving,eval,plot} ... (see docs/training.md)."""
 from __future__ import annotations
 
 import argparse
@@ -65,6 +65,15 @@ def main(argv=None):
     v.add_argument("--threads", type=int, default=2)
     v.add_argument("--json-out", default=None)
 
+    xs = sub.add_parser("export-serving", help="write a head in the layout vLLM or SGLang loads (EAGLE-1/2 or EAGLE-3)")
+    xs.add_argument("--head", default="assets/head-smollm2-135m", help="an EAGLE-1/2 or EAGLE-3 head directory")
+    xs.add_argument("--for", dest="engine", required=True, choices=("vllm", "sglang"))
+    xs.add_argument("--out", required=True)
+    xs.add_argument("--model-id", default="HuggingFaceTB/SmolLM2-135M-Instruct", help="the target, for the serve command")
+    xs.add_argument("--target-layers", type=int, default=None,
+                    help="the target's layer count (only for an EAGLE-3 head with explicit layer ids)")
+    xs.add_argument("--drop-fc-bias", action="store_true", help="vLLM EAGLE-1/2: export a biased fc without its bias")
+
     pl = sub.add_parser("plot", help="loss and accuracy curves of a run as PNG")
     pl.add_argument("--run", default="runs/head")
     pl.add_argument("--out", default="docs/img/training.png")
@@ -79,6 +88,9 @@ def main(argv=None):
     elif args.cmd == "export":
         from .loop import run_export
         run_export(args)
+    elif args.cmd == "export-serving":
+        from .serving import run_export_serving
+        run_export_serving(args)
     elif args.cmd == "plot":
         from .plot import run_plot
         run_plot(args)

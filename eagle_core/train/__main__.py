@@ -48,6 +48,23 @@ def main(argv=None):
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=2)
 
+    t3 = sub.add_parser("train3", help="train an EAGLE-3 head with the training-time test on the same shards (resumable)")
+    t3.add_argument("--data", default="data/gen")
+    t3.add_argument("--out", default="runs/head3")
+    t3.add_argument("--model", default=None, help="the target (default: the embedded SmolLM2-135M-Instruct)")
+    t3.add_argument("--epochs", type=int, default=4)
+    t3.add_argument("--lr", type=float, default=5e-4)
+    t3.add_argument("--steps", type=int, default=7, help="unrolled draft steps (the official trainer: 7, weights 0.8^k)")
+    t3.add_argument("--tokens-per-batch", type=int, default=2048)
+    t3.add_argument("--max-seq", type=int, default=640)
+    t3.add_argument("--draft-vocab", type=int, default=8192, help="0 = full vocabulary")
+    t3.add_argument("--holdout-shards", type=int, default=2, help="the first N shards are never trained on")
+    t3.add_argument("--max-shards", type=int, default=None)
+    t3.add_argument("--ckpt-minutes", type=float, default=3.0)
+    t3.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0 = no limit")
+    t3.add_argument("--seed", type=int, default=0)
+    t3.add_argument("--threads", type=int, default=2)
+
     e = sub.add_parser("export", help="write the trained head in the EAGLE layout (+ draft vocabulary)")
     e.add_argument("--run", default="runs/head")
     e.add_argument("--out", default="assets/head-smollm2-135m")
@@ -85,6 +102,9 @@ def main(argv=None):
     elif args.cmd == "train":
         from .loop import run_train
         run_train(args)
+    elif args.cmd == "train3":
+        from .loop3 import run_train3
+        run_train3(args)
     elif args.cmd == "export":
         from .loop import run_export
         run_export(args)

@@ -1,0 +1,170 @@
+"""Training the EAGLE-3 head with the training-time test (arXiv:2503.01840, section 3).
+
+EAGLE-3 drops EAGLE-1/2's feature regression and trains only on tokens, through several draft
+steps unrolled in training ("training-time test"): step 0 reads the target's fused layer
+features; step k reads the head's OWN step k-1 output, so the head learns from the inputs it
+will really see at draft depth k + 1. Per sequence x_0 .. x_{T-1} and draft step k = 0 .. steps-1,
+row t of step k:
+
+    input   (h^{k-1}_t, x_{t+k+1})    h^{-1}_t = fc(a_t), a_t = target layer inputs at position t
+    target  p_{t+k+1} = softmax(target logits at position t+k+1, restricted to the draft vocabulary)
+    loss_k  = soft cross-entropy(p, q) over rows whose target argmax is in the draft vocabulary
+              and whose predicted token is a response token
+    loss    = sum_k 0.8^k loss_k                (the official trainer: 7 steps, weights 0.8^k)
+
+Attention at step k: row t sees step 0's keys at rows <= t and its own earlier steps at row t
+only (Eagle3Head.unrolled), which is what a draft node at depth k + 1 sees.
+
+Data: the shards `python -m eagle_core.train gen` writes (token ids + prompt length; their
+EAGLE-1/2 last-layer features are not what EAGLE-3 reads), so the features are recomputed by one
+batched teacher-forced forward of the target per batch (`Target.forward_layers`), which keeps the
+data small (token ids only) and uses the CPU far better than token-by-token decoding.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+
+import torch
+
+from ..head3 import Eagle3Config, Eagle3Head, save_head3
+from .loop import ADAM_BETAS, GRAD_CLIP, LOG_EVERY, lr_factor, make_batches
+
+TTT_STEPS = 7  # unrolled draft steps (the official trainer's `length`)
+TTT_DECAY = 0.8  # step k weighs 0.8^k
+LOGIT_CHUNK = 1024  # rows per full-vocabulary LM-head product when finding the target's argmax
+
+
+def draft_vocabulary3(records, n: int, vocab_size: int) -> list[int]:
+    """The n most frequent RESPONSE tokens (the official trainer counts loss-masked tokens), padded
+    with the most frequent prompt tokens and then unseen ids if the data is small; sorted."""
+    resp, rest = Counter(), Counter()
+    for r in records:
+        ids = r["ids"].tolist()
+        resp.update(ids[r["prompt_len"]:])
+        rest.update(ids[:r["prompt_len"]])
+    ranked = [t for t, _ in resp.most_common()]
+    seen = set(ranked)
+    ranked += [t for t, _ in rest.most_common() if t not in seen]
+    seen = set(ranked)
+    ranked += [t for t in range(vocab_size) if t not in seen]
+    return sorted(ranked[:n])
+
+
+@torch.no_grad()
+def target_batch(target, head: Eagle3Head, layers, records, idx, max_seq: int):
+    """One teacher-forced forward of the target over a right-padded batch.
+    -> ids (B, T), captured (B, T, 3H), p (B, T, N) target distribution over the draft vocabulary
+    at each position, weight (B, T) (1 where the position's next token is a real response token
+    whose target argmax the head can draft)."""
+    seqs = [records[i] for i in idx]
+    T = max(min(len(r["ids"]), max_seq) for r in seqs)
+    B = len(seqs)
+    ids = torch.zeros(B, T, dtype=torch.long)
+    attn = torch.zeros(B, T, dtype=torch.long)
+    weight = torch.zeros(B, T)
+    for b, r in enumerate(seqs):
+        n = min(len(r["ids"]), max_seq)
+        ids[b, :n] = r["ids"][:n].long()
+        attn[b, :n] = 1
+        pos = torch.arange(n - 1)  # position j predicts x_{j+1}
+        weight[b, :n - 1] = (pos + 1 >= r["prompt_len"]).float()
+    dev = target.device
+    final, captured = target.forward_layers(ids.to(dev), layers, attention_mask=attn.to(dev))
+    draft_ids = head.draft_ids().to(dev)
+    w = target.lm_head.weight
+    p = torch.softmax((final @ w[draft_ids].T).float(), -1)  # (B, T, N)
+    flat = final.reshape(B * T, -1)
+    top = torch.cat([(flat[i:i + LOGIT_CHUNK] @ w.T).argmax(-1) for i in range(0, B * T, LOGIT_CHUNK)])
+    weight = weight.to(dev) * head.t2d.to(dev)[top].view(B, T).float()
+    return ids.to(dev), captured, p, weight
+
+
+def ttt_loss(head: Eagle3Head, embed, batch, steps: int = TTT_STEPS, decay: float = TTT_DECAY):
+    """The training-time-test loss of one batch; returns (loss, per-step top-1 accuracies)."""
+    ids, captured, p, weight = batch
+    B, T = ids.shape
+    pad = torch.zeros(B, steps + 1, dtype=ids.dtype, device=ids.device)
+    ids_ext = torch.cat([ids, pad], dim=1)
+    p_ext = torch.cat([p, torch.zeros(B, steps + 1, p.shape[-1], device=p.device)], dim=1)
+    w_ext = torch.cat([weight, torch.zeros(B, steps + 1, device=weight.device)], dim=1)
+    with torch.no_grad():
+        embeds = [embed(ids_ext[:, k + 1:k + 1 + T]) for k in range(steps)]  # step k, row t: x_{t+k+1}
+    fused = head.fuse(captured.to(head.fc.weight.dtype))
+    outs = head.unrolled([e.to(fused.dtype) for e in embeds], fused, torch.arange(T, device=ids.device))
+    loss, accs = 0.0, []
+    for k, h in enumerate(outs):
+        tgt, w = p_ext[:, k + 1:k + 1 + T], w_ext[:, k + 1:k + 1 + T]  # the distribution at t + k + 1
+        logq = torch.log_softmax(head.logits(h).float(), -1)
+        wsum = w.sum().clamp(min=1.0)
+        loss = loss + decay ** k * (-(tgt * logq).sum(-1) * w).sum() / wsum
+        with torch.no_grad():
+            accs.append(float(((logq.argmax(-1) == tgt.argmax(-1)).float() * w).sum() / wsum))
+    return loss, accs
+
+
+def run_train3(args):
+    """python -m eagle_core.train train3: resumable, checkpoints every few minutes, exports the head."""
+    from ..target import load_target
+    from .data import load_shards
+
+    torch.set_num_threads(args.threads)
+    os.makedirs(args.out, exist_ok=True)
+    target = load_target(args.model)
+    records = load_shards(args.data, skip=args.holdout_shards, limit=args.max_shards)
+    if not records:
+        raise SystemExit(f"no shards in {args.data}: run `python -m eagle_core.train gen` first")
+    V = target.vocab_size
+    vocab = draft_vocabulary3(records, min(args.draft_vocab or V, V), V)
+    torch.manual_seed(args.seed)
+    head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=len(vocab))).to(target.device)
+    head.set_draft_vocab(vocab)
+    layers = head.config.layers_for(int(target.config.num_hidden_layers))
+    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=ADAM_BETAS, weight_decay=0.0)
+    total = len(make_batches(records, args.tokens_per_batch, args.max_seq, 0)) * args.epochs
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total))
+    state = {"epoch": 0, "batch": 0, "step": 0, "elapsed": 0.0}
+    ckpt = os.path.join(args.out, "ckpt3.pt")
+    if os.path.exists(ckpt):
+        c = torch.load(ckpt, weights_only=False)
+        head.load_state_dict(c["head"]); opt.load_state_dict(c["opt"]); sched.load_state_dict(c["sched"])
+        state = c["state"]
+        print(f"resumed at epoch {state['epoch']} batch {state['batch']}", flush=True)
+
+    def save():
+        torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "state": state},
+                   ckpt + ".tmp")
+        os.replace(ckpt + ".tmp", ckpt)
+
+    log = open(os.path.join(args.out, "log3.jsonl"), "a")
+    t_ckpt = t_session = time.time()
+    head.train()
+    while state["epoch"] < args.epochs:
+        batches = make_batches(records, args.tokens_per_batch, args.max_seq, args.seed + state["epoch"])
+        while state["batch"] < len(batches):
+            t0 = time.time()
+            batch = target_batch(target, head, layers, records, batches[state["batch"]], args.max_seq)
+            loss, accs = ttt_loss(head, target.embed, batch, args.steps)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), GRAD_CLIP)
+            opt.step(); sched.step()
+            state["batch"] += 1; state["step"] += 1; state["elapsed"] += time.time() - t0
+            if state["step"] % LOG_EVERY == 0:
+                rec = {"step": state["step"], "epoch": state["epoch"], "loss": loss.item(),
+                       "acc_by_step": [round(a, 4) for a in accs], "elapsed_s": round(state["elapsed"], 1)}
+                log.write(json.dumps(rec) + "\n"); log.flush()
+                print(json.dumps(rec), flush=True)
+            if time.time() - t_ckpt > args.ckpt_minutes * 60:
+                save(); t_ckpt = time.time()
+            if args.max_minutes and time.time() - t_session > args.max_minutes * 60:
+                save()
+                print("time budget reached; rerun the same command to resume", flush=True)
+                return
+        state["epoch"] += 1; state["batch"] = 0
+        save()
+        save_head3(head, os.path.join(args.out, "head3"), meta={"epochs": state["epoch"], "steps": state["step"],
+                                                               "sequences": len(records), "layers": list(layers)})
+    print("training done", flush=True)

@@ -30,6 +30,16 @@ fixed tree shape (25 nodes). **EAGLE-2** grows the tree from the head's confiden
 then keeps the best `total tokens` nodes overall. Confident contexts get deep, narrow trees;
 uncertain ones get wide, shallow ones.
 
+**EAGLE-3** keeps EAGLE-2's tree but changes the head. It reads the target at three depths
+(the inputs of a low, a middle and a high layer: layers 2, 15 and 27 of SmolLM2's 30), fused by
+one linear layer, instead of only the top feature, which is tuned to predict just the next token.
+It drops the feature-regression loss and trains on tokens alone, with a *training-time test*:
+several draft steps unrolled during training, each feeding the head its own previous output,
+exactly as at draft time. So its errors do not compound with depth the way EAGLE-1/2's do, and
+deeper drafts get accepted (the paper: τ ≈ 6.5 against ≈ 4.8 for EAGLE-2 on Vicuna-13B). It
+drafts from its own small vocabulary (`d2t` maps a draft id to a target id); verification still
+uses the full one, so the output stays exactly the target's.
+
 The whole tree goes through the target in a single forward pass. The **tree-attention mask**
 (the small heatmap) lets each node see the committed text plus its own ancestors only, so
 siblings never see each other, and each node sits at position *context length + depth*.

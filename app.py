@@ -63,11 +63,12 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step", delete_cache=(9
                 max_new = gr.Slider(4, 512, value=48, step=1, label="Max new tokens", elem_id="eg-maxnew")
                 with gr.Accordion("Tree settings", open=False):
                     preset = gr.Radio(PRESET_CHOICES, value="explain", label="Preset")
-                    depth = gr.Slider(1, 16, value=PRESETS["explain"]["depth"], step=1, label="Depth (expansion steps)")
+                    depth = gr.Slider(1, 16, value=PRESETS["explain"]["depth"], step=1, label="Depth (expansion steps)",
+                                      elem_id="eg-set-depth")
                     tree_top_k = gr.Slider(1, 32, value=PRESETS["explain"]["tree_top_k"], step=1,
-                                           label="Top-k (children per node, frontier width)")
+                                           label="Top-k (children per node, frontier width)", elem_id="eg-set-topk")
                     total_tokens = gr.Slider(1, 256, value=PRESETS["explain"]["total_tokens"], step=1,
-                                             label="Total draft tokens verified per cycle (EAGLE-2)")
+                                             label="Total draft tokens verified per cycle (EAGLE-2)", elem_id="eg-set-total")
                     chain_length = gr.Slider(1, 16, value=4, step=1, label="Chain length (chain method)")
                 with gr.Accordion("Sampling (temperature 0 = greedy, reproducible)", open=False):
                     temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature")

@@ -17,7 +17,6 @@ import threading
 import time
 
 import gradio as gr
-import torch
 
 import viz
 from app_runtime import (RUN_BUDGET_S, DecodeLine, Worker, check_prompt, model_from_env, parse_settings,
@@ -327,7 +326,7 @@ def _generate(prompt, settings_args, compare, flag, sid):
     if flag.is_set():
         how = {k: "stopped by you" for k in ("eagle", "vanilla")}
         gr.Info("Stopped. The partial run is kept: scrub through it or download its trace.")
-    state["note"] = TIMED_NOTE.format(threads=torch.get_num_threads())
+    state["note"] = TIMED_NOTE.format(threads=worker.threads or "?")
     yield outputs(**all_views(state), state=state, status=done_status(state, how), download=save_trace(state, sid),
                   examples=None)
 

@@ -17,6 +17,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 
+import torch
+
 from eagle_core import METHODS, DecodeSettings, Engine, load_default_head, load_target
 
 # One long-lived thread does all torch work of the app: loading the model and every decode.
@@ -55,6 +57,8 @@ class ModelHolder:
 
     def _load(self) -> None:
         try:
+            if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
+                torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
             target = load_target(self.model)
             head, vocab, name = load_default_head(target, self.head)
             self.engine = Engine(target, head, vocab, name)
@@ -150,6 +154,7 @@ class Worker:
     events: "queue.Queue" = field(default_factory=queue.Queue)
     budget_s: float = RUN_BUDGET_S
     timed_out: set = field(default_factory=set)
+    threads: int = 0
 
     def plan(self) -> list[tuple[str, DecodeSettings]]:
         s = self.settings
@@ -164,6 +169,7 @@ class Worker:
         return self
 
     def _run(self) -> None:
+        self.threads = torch.get_num_threads()  # of the engine thread, which decodes (the page says it)
         try:
             eagle_tokens = None
             for kind, s in self.plan():

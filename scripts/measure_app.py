@@ -1,8 +1,9 @@
-"""Measure the app's numbers for docs/app.md (not a test; run it by hand):
+"""Measure the app's numbers for docs/app.md (not a test; run it by hand). With a browser on the
+machine, see scripts/measure_app_vs_cli.py.
 
     python -m scripts.measure_app startup        # `python app.py` -> page served, and -> model ready (warm cache)
     python -m scripts.measure_app startup-cold   # same with an empty weight cache (GGUF conversion)
-    python -m scripts.measure_app ui             # first tree after Generate; tokens/s with and without the UI
+    python -m scripts.measure_app ui             # tokens/s with and without the app's callback (no browser)
 """
 from __future__ import annotations
 
@@ -49,32 +50,27 @@ def startup(cold: bool) -> None:
 
 
 def ui(rounds: int = 3, max_new: int = 24) -> None:
-    import app
+    """tokens/s of the bare engine vs the app's Generate callback (no browser), alternating."""
+    import app_callbacks as cb
+    import app_runtime
     from eagle_core import DecodeSettings
     from tests.app_fixtures import default_engine
 
     engine = default_engine()
-    app.MODEL.set_engine(engine)
+    cb.MODEL.set_engine(engine)
     args = ("eagle2", 5, 8, 24, 4, 0.0, 1.0, 0, max_new, 0)
     settings = DecodeSettings(method="eagle2", depth=5, tree_top_k=8, total_tokens=24, max_new_tokens=max_new)
-    import app_runtime
-
     app_runtime.ENGINE_THREAD.submit(engine.run, "warm up", settings.with_(max_new_tokens=4)).result()
-    bare, with_ui, first = [], [], []
+    bare, with_ui = [], []
     for _ in range(rounds):  # alternate, so slow phases of a shared machine hit both sides
         # the bare engine runs on the app's own engine thread, like the app's decodes: the thread
         # that calls torch matters on 2 cores (see app_runtime.ENGINE_THREAD)
         bare.append(app_runtime.ENGINE_THREAD.submit(engine.run, PROMPT, settings).result().summary.tokens_per_s)
         req = SimpleNamespace(session_hash="measure")
-        app.arm(req)
-        t0 = time.perf_counter()
-        gen = app.generate(PROMPT, *args, False, app.new_state(), request=req)
-        for out in gen:
-            if app.tree_plot in out and len(first) < len(with_ui) + 1:
-                first.append(time.perf_counter() - t0)
-        with_ui.append(out[app.state_box]["eagle"].summary.tokens_per_s)
+        run_id = cb.arm(req)
+        outs = list(cb.generate(PROMPT, *args, False, cb.new_state(), run_id, request=req))
+        with_ui.append(cb.named(outs[-1])["state"]["eagle"].summary.tokens_per_s)
     b, u = statistics.median(bare), statistics.median(with_ui)
-    print(f"first tree (callback level, model warm): median {statistics.median(first):.2f} s  {first}")
     print(f"tokens/s engine alone {b:.2f} {bare}; inside the app {u:.2f} {with_ui}; UI overhead {100 * (1 - u / b):+.1f}%")
 
 

@@ -1,18 +1,19 @@
 """A real browser (Debian's chromium, driven by Playwright) against the launched app.
 
-Loads the page, types a prompt, clicks Generate, and checks that the draft tree, the coloured
-text and the vanilla comparison appear; saves docs/screenshots/*.png. Also records how long
-the first tree takes to appear after the click (docs/app.md). Skips only when /usr/bin/chromium
-is missing (install it with `apt-get install -y chromium`).
+A run finishes and shows both timings (and says how they were taken); what was on screen is
+cleared when a run starts; bad input leaves the figures alone; the scrubber, Stop, the decode
+line, trace uploads, Chinese labels and the narrow layout behave (issue 11, findings "#n").
+Saves docs/screenshots/*.png. Skips only when /usr/bin/chromium is missing (install it with
+`apt-get install -y chromium fonts-noto-cjk`).
 """
 from __future__ import annotations
 
 import os
-import time
+import tempfile
 
 import pytest
 
-from tests.app_fixtures import free_port, launched_app
+from tests.app_fixtures import free_port, illustration, launched_app
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -28,40 +29,173 @@ def page_url():
         yield url
 
 
-def test_generate_in_browser(page_url):
-    from playwright.sync_api import expect, sync_playwright
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
 
     os.makedirs(SHOTS, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
-            page.goto(page_url)
-            # the shipped example trace is on screen before any model is needed
-            expect(page.locator("#eg-tree .js-plotly-plot")).to_be_visible(timeout=60_000)
-            expect(page.locator("#eg-text .eg-cyc").first).to_be_visible()
-            page.screenshot(path=os.path.join(SHOTS, "app-example-trace.png"), full_page=True)
+        context = p.chromium.launch_persistent_context(tempfile.mkdtemp(prefix="eagle-test-chromium-"),
+                                                       executable_path=CHROMIUM, args=ARGS)
+        yield context
+        context.close()
 
-            page.locator("#eg-prompt textarea").fill("Write a Python function that adds two numbers.")
-            box = page.locator("#eg-maxnew input[type=number]")
-            box.fill("12")
-            box.press("Enter")
-            t0 = time.perf_counter()
-            page.locator("#eg-generate").click()
-            expect(page.locator("#eg-tree")).to_contain_text("Cycle 1:", timeout=120_000)
-            first_tree_s = time.perf_counter() - t0
-            expect(page.locator("#eg-status")).to_contain_text("Done.", timeout=180_000)
-            expect(page.locator("#eg-comparison")).to_contain_text("vanilla tokens/s")
-            expect(page.locator("#eg-comparison")).to_contain_text("identical")
-            assert page.locator("#eg-text .eg-bonus").count() >= 1
-            assert page.locator("#eg-text .eg-cyc").count() >= 2
-            expect(page.locator("#eg-tree .js-plotly-plot")).to_be_visible()
-            expect(page.locator("#eg-acclen .js-plotly-plot")).to_be_visible()
-            page.screenshot(path=os.path.join(SHOTS, "app-generate.png"), full_page=True)
-            page.get_by_role("tab", name="Learn").click()
-            expect(page.locator(".eg-learn")).to_contain_text("one-token shift")
-            page.wait_for_timeout(1500)
-            page.screenshot(path=os.path.join(SHOTS, "app-learn.png"), full_page=True)
-            print(f"\nfirst tree on screen {first_tree_s:.2f} s after clicking Generate (model warm)")
-        finally:
-            browser.close()
+
+def open_page(browser, url, width=1500):
+    from playwright.sync_api import expect
+
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": 1000})
+    page.goto(url)
+    expect(page.locator("#eg-tree .js-plotly-plot")).to_be_visible(timeout=60_000)  # the example trace
+    return page
+
+
+def set_number(page, elem_id, value):
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def no_error_badges(page) -> bool:
+    return page.get_by_text("Error", exact=True).count() == 0
+
+
+def test_generate_in_browser(page_url, browser):
+    from playwright.sync_api import expect
+
+    page = open_page(browser, page_url)
+    expect(page.locator("#eg-text .eg-cyc").first).to_be_visible()
+    expect(page.locator("#eg-model")).to_contain_text("Model ready")
+    page.screenshot(path=os.path.join(SHOTS, "app-example-trace.png"), full_page=True)
+    page.get_by_role("tab", name="Traces").click()  # #11: the dropdown names the example on screen
+    expect(page.locator("#eg-examples input")).to_have_value("Code, EAGLE-2 greedy · head: assets/head-smollm2-135m")
+    page.get_by_role("tab", name="Decode").click()
+
+    # #9: an empty prompt is a warning; the figures stay, no red "Error" badges over them
+    page.locator("#eg-generate").click()
+    expect(page.locator("#eg-status")).to_contain_text("empty", timeout=30_000)
+    assert no_error_badges(page)
+    expect(page.locator("#eg-tree .js-plotly-plot")).to_be_visible()
+    # #8: a paste longer than the limit is kept in the box and refused with its length
+    page.locator("#eg-prompt textarea").fill("y" * 7000)
+    assert len(page.locator("#eg-prompt textarea").input_value()) == 7000
+    page.locator("#eg-generate").click()
+    expect(page.locator("#eg-status")).to_contain_text("7,000 characters", timeout=30_000)
+    assert no_error_badges(page)
+
+    page.locator("#eg-prompt textarea").fill("Write a Python function that adds two numbers.")
+    set_number(page, "eg-maxnew", 12)
+    page.locator("#eg-generate").click()
+    # the example's cards, charts and replay are gone at once; the tree waits for the end of both runs
+    expect(page.locator("#eg-comparison")).to_contain_text("appears after both timed runs", timeout=30_000)
+    expect(page.locator("#eg-replay")).to_contain_text("appears after both timed runs")
+    expect(page.locator("#eg-status")).to_contain_text("decoding (timed", timeout=60_000)
+    expect(page.locator("#eg-status")).to_contain_text("Done.", timeout=300_000)
+    comparison = page.locator("#eg-comparison")
+    expect(comparison).to_contain_text("EAGLE tokens/s")
+    expect(comparison).to_contain_text("vanilla tokens/s")
+    expect(comparison).to_contain_text("identical")
+    expect(comparison).to_contain_text("Timed with live drawing paused")
+    values = page.locator("#eg-comparison .eg-card b").all_inner_texts()
+    assert float(values[0]) > 0, values
+    assert page.locator("#eg-text .eg-bonus").count() >= 1
+    expect(page.locator("#eg-tree .js-plotly-plot")).to_be_visible()
+    expect(page.locator("#eg-acclen .js-plotly-plot")).to_be_visible()
+    page.wait_for_timeout(1000)
+    page.screenshot(path=os.path.join(SHOTS, "app-generate.png"), full_page=True)
+
+    # #10: a cycle number typed into the scrubber is shown (there was no event for it)
+    box = page.locator("#eg-scrubber input[type=number]")
+    box.fill("2")
+    box.press("Enter")
+    expect(page.locator("#eg-caption")).to_contain_text("Cycle 2 of", timeout=30_000)
+
+    page.get_by_role("tab", name="Learn").click()
+    expect(page.locator(".eg-learn")).to_contain_text("one-token shift")
+    page.wait_for_timeout(1500)
+    page.screenshot(path=os.path.join(SHOTS, "app-learn.png"), full_page=True)
+    # #13: every plot title in the Learn tab fits inside its figure
+    for plot in page.locator(".js-plotly-plot").all():
+        if not plot.is_visible():
+            continue
+        box, title = plot.bounding_box(), plot.locator(".gtitle")
+        if title.count():
+            t = title.first.bounding_box()
+            assert t["x"] >= box["x"] - 1 and t["x"] + t["width"] <= box["x"] + box["width"] + 1, title.first.inner_text()
+    page.close()
+
+
+def test_stop_a_waiting_run_and_a_replaced_run(page_url, browser):
+    """#2: Stop while waiting for another tab's run leaves the line at once and keeps the page.
+    #1: Generate, Generate again, Stop: nothing runs on."""
+    from playwright.sync_api import expect
+
+    a, b = open_page(browser, page_url), open_page(browser, page_url)
+    a.locator("#eg-prompt textarea").fill("Tell me a long story about a lighthouse keeper.")
+    set_number(a, "eg-maxnew", 400)
+    a.locator("#eg-generate").click()
+    expect(a.locator("#eg-status")).to_contain_text("decoding (timed", timeout=60_000)
+    b.locator("#eg-prompt textarea").fill("Say hi.")
+    b.locator("#eg-generate").click()
+    expect(b.locator("#eg-status")).to_contain_text("ahead of yours", timeout=30_000)
+    b.locator("#eg-stop").click()
+    expect(b.locator("#eg-status")).to_contain_text("nothing ran", timeout=5_000)
+    expect(b.locator("#eg-comparison")).to_contain_text("EAGLE tokens/s")  # the example's cards stayed
+    expect(b.locator("#eg-tree .js-plotly-plot")).to_be_visible()
+
+    a.locator("#eg-generate").click()  # a second click replaces the first run ...
+    a.wait_for_timeout(1500)
+    a.locator("#eg-stop").click()  # ... and Stop reaches the new one
+    expect(a.locator("#eg-status")).to_contain_text("Done.", timeout=60_000)
+    expect(a.locator("#eg-status")).to_contain_text("stopped by you")
+    assert "(stopped: stopped)" not in a.locator("#eg-status").inner_text()
+    a.close()
+    b.close()
+
+
+def test_trace_strings_are_text_and_chinese_is_readable(page_url, browser, tmp_path):
+    """#6: HTML in a trace is shown as text. #7: the Chinese example's labels are characters."""
+    from dataclasses import replace
+
+    from playwright.sync_api import expect
+
+    from viz.traces import bundle_to_json
+
+    page = open_page(browser, page_url)
+    eagle, vanilla = illustration()
+    evil = replace(eagle, summary=replace(eagle.summary, model="<img src=x id=evil>"))
+    path = tmp_path / "evil.json"
+    path.write_text(bundle_to_json(evil, vanilla, title="<i>t</i>"), encoding="utf-8")
+    page.get_by_role("tab", name="Traces").click()
+    page.locator("#eg-upload input[type=file]").set_input_files(str(path))
+    expect(page.locator("#eg-status")).to_contain_text("<img src=x id=evil>", timeout=30_000)
+    assert page.locator("#eg-status img, #evil").count() == 0
+
+    page.locator("#eg-examples input").click()
+    page.get_by_role("option", name="Chinese, EAGLE-1 static tree · head: assets/head-smollm2-135m").click()
+    expect(page.locator("#eg-status")).to_contain_text("Chinese", timeout=30_000)
+    page.get_by_role("tab", name="Decode").click()
+    page.wait_for_timeout(1500)
+    tree_text = page.locator("#eg-tree").inner_text()
+    assert "\ufffd" not in tree_text and "\ufffd" not in page.locator("#eg-text").inner_text()
+    page.screenshot(path=os.path.join(SHOTS, "app-chinese.png"), full_page=True)
+    page.close()
+
+
+def test_narrow_layout(page_url, browser):
+    """#13: at 420 px the tree and the mask do not overlap, and no figure title is clipped."""
+    page = open_page(browser, page_url, width=420)
+    page.wait_for_timeout(1500)
+    tree, mask = page.locator("#eg-tree").bounding_box(), page.locator("#eg-mask").bounding_box()
+    assert tree["y"] + tree["height"] <= mask["y"] + 1 or mask["x"] >= tree["x"] + tree["width"] - 1, (tree, mask)
+    for elem in ("#eg-tree", "#eg-mask", "#eg-probs"):
+        box, title = page.locator(elem).bounding_box(), page.locator(f"{elem} .gtitle").first.bounding_box()
+        assert title["y"] >= box["y"] - 1 and title["x"] >= box["x"] - 1, elem  # nothing above or left of the box
+        assert title["x"] + title["width"] <= box["x"] + box["width"] + 1, elem
+        legend = page.locator(f"{elem} .legend")
+        if legend.count():
+            lg = legend.first.bounding_box()
+            assert lg["y"] >= title["y"] + title["height"] - 1 or lg["y"] + lg["height"] <= title["y"], elem
+    page.screenshot(path=os.path.join(SHOTS, "app-narrow.png"), full_page=True)
+    page.close()

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from eagle_core.trace import ACCEPTED, CycleRecord
 
-from .style import (BLUE, BONUS, GREEN, INK, SKY, VERMILLION, base_layout, cycle_texts, empty_figure, fmt_p, plot_text,
+from .style import (BLUE, BONUS, GREEN, INK, LEGEND_ROOM, SKY, VERMILLION, base_layout, cycle_texts, empty_figure, fmt_p, plot_text,
                     token_label)
 
 RULE_TITLES = {
@@ -70,7 +70,7 @@ def probs_figure(cycle: CycleRecord) -> go.Figure:
                 barmode="group", bargap=0.25)
     fig.update_yaxes(range=[0, 1.12], title="probability", gridcolor="#eee", tickformat=".1f")
     fig.update_xaxes(type="category", tickfont=dict(size=14))
-    fig.update_layout(margin=dict(l=60, r=20, t=110, b=60))
+    fig.update_layout(margin=dict(l=60, r=20, t=90, b=60 + LEGEND_ROOM))
     if len(xs) > 14:
         fig.update_xaxes(tickangle=-45)
     return fig

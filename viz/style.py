@@ -116,14 +116,22 @@ def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
     return "<br>".join(out)
 
 
+LEGEND_ROOM = 100  # px under the plot for a legend: up to four rows when a narrow screen wraps it
+
+
 def base_layout(fig: go.Figure, title: str, height: int = 420, **kw) -> go.Figure:
-    """Apply the common layout: white background, large fonts, legend on top."""
+    """Apply the common layout: white background, large fonts, the title (wrapped) on top and the
+    legend at the bottom. (A legend on top grew upwards into the title when it wrapped.) Call it
+    after adding the traces: the figure grows by LEGEND_ROOM only if it has a legend."""
+    has_legend = sum(t.showlegend is not False for t in fig.data) > 1 or any(t.showlegend for t in fig.data)
+    room = LEGEND_ROOM if has_legend else 0
     fig.update_layout(
-        title=dict(text=wrap_title(title), x=0.01, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=12),
-                   font=dict(size=19)),
-        font=FONT, height=height, plot_bgcolor="white", paper_bgcolor="white",
-        margin=dict(l=20, r=20, t=110 if title else 30, b=30),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0.0, xanchor="left", font=dict(size=14)),
+        title=dict(text=wrap_title(title), x=0.01, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=30),
+                   font=dict(size=19)),  # pad: with less, plotly puts a two-line title partly above the figure
+        font=FONT, height=height + room, plot_bgcolor="white", paper_bgcolor="white",
+        margin=dict(l=20, r=20, t=90 if title else 30, b=30 + room),
+        legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom", x=0.0, xanchor="left",
+                    font=dict(size=14)),
         hoverlabel=dict(font=dict(size=15, family=FONT["family"])),
         **kw,
     )

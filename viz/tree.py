@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord
 from eagle_core.tree import ancestor_mask
 
-from .style import (BLUE, BONUS, BONUS_NAME, DECISION_STYLE, ROOT_NAME, base_layout, cycle_texts, fmt_p, plot_text,
+from .style import (BLUE, BONUS, BONUS_NAME, DECISION_STYLE, LEGEND_ROOM, ROOT_NAME, base_layout, cycle_texts, fmt_p, plot_text,
                     token_label)
 
 BONUS_KEY = "bonus"  # the graph key of the bonus node (draft nodes are keyed by their index)
@@ -127,10 +127,8 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
     acc = len(cycle.accepted) - 1
     title = title or (f"Cycle {cycle.step + 1}: {len(cycle.nodes) - 1} drafted, {acc} accepted + 1 bonus "
                       f"= {acc + 1} token{'s' if acc else ''}")
-    base_layout(fig, title, height=int(min(1100, max(440, 44 * n_rows + 290))))
-    # the legend goes below the axis: on top, a legend that wraps to several rows ran into the title
-    fig.update_layout(legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom", x=0.0, xanchor="left"),
-                      margin=dict(l=20, r=20, t=80, b=150))
+    base_layout(fig, title, height=int(min(1000, max(340, 44 * n_rows + 190))))
+    fig.update_layout(margin=dict(l=20, r=20, t=80, b=50 + LEGEND_ROOM))  # room for the axis title and the legend
     fig.update_xaxes(range=[-0.5, max_depth + 0.5], dtick=1, title="depth in the draft tree",
                      showgrid=True, gridcolor="#eee", zeroline=False, title_font=dict(size=15))
     fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5, 0.8])

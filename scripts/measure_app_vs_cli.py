@@ -1,0 +1,188 @@
+"""Does the page tell the truth? tokens/s as the page reports them, with Chromium rendering the
+page on the same machine, against the CLI on the same prompt and settings right after; plus
+start-up as a browser sees it. Prints markdown tables for docs/app.md (not a test):
+
+    python scripts/measure_app_vs_cli.py                       # 4 prompts, 32 new tokens, tree 4/4/12
+    python scripts/measure_app_vs_cli.py --prompts 2 --max-new 16 --depth 2 --top-k 2 --total 4
+    python scripts/measure_app_vs_cli.py --threads 1             # torch threads for both app and CLI
+
+It starts `python app.py` on a free port, drives Debian's chromium with Playwright (never a
+downloaded browser; fresh profile), presses Generate for each prompt, reads EAGLE's and
+vanilla's tokens/s from the comparison cards, then runs `python -m eagle_core generate --json`
+for both methods with the same settings while the page sits on about:blank. The bars (issue 11):
+page tok/s >= 85% of the CLI's for each method, and the page's speedup within +-15% of the CLI's.
+Chromium's and the server's CPU time during each page run are printed too: they show whether
+the browser competed with the decoder.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_model() -> str:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def cpu_seconds(match: str) -> float:
+    """utime + stime of every process whose command line contains `match`."""
+    total = 0.0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if match.encode() not in f.read():
+                    continue
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+        except OSError:
+            continue
+    return total
+
+
+def example_prompts(n: int) -> list[str]:
+    with open(os.path.join(ROOT, "assets", "examples.json"), encoding="utf-8") as f:
+        return [e["prompt"] for e in json.load(f)["prompts"]][:n]
+
+
+def cli(prompt: str, method: str, a) -> dict:
+    cmd = [sys.executable, "-m", "eagle_core", "generate", "--json", "--prompt", prompt, "--method", method,
+           "--max-new-tokens", str(a.max_new), "--depth", str(a.depth), "--tree-top-k", str(a.top_k),
+           "--total-tokens", str(a.total)] + (["--threads", str(a.threads)] if a.threads else [])
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def set_slider(page, elem_id: str, value) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+    box.blur()
+
+
+def cards(page) -> dict[str, str]:
+    return page.evaluate("""() => Object.fromEntries([...document.querySelectorAll('#eg-comparison .eg-card')]
+        .map(c => [c.querySelector('small').innerText.trim(), c.querySelector('b').innerText.trim()]))""")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prompts", type=int, default=4, help="how many of assets/examples.json's prompts")
+    ap.add_argument("--max-new", type=int, default=32)
+    ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--top-k", type=int, default=4)
+    ap.add_argument("--total", type=int, default=12)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads for the app (EAGLE_APP_THREADS) and the CLI")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per page run")
+    a = ap.parse_args(argv)
+    from playwright.sync_api import expect, sync_playwright
+
+    port, profile = free_port(), tempfile.mkdtemp(prefix="eagle-measure-chromium-")
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False")
+    if a.threads:
+        env["EAGLE_APP_THREADS"] = str(a.threads)
+    url = f"http://127.0.0.1:{port}/"
+    t0 = time.perf_counter()
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "app.py")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    startup, rows = {}, []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS,
+                                                           viewport={"width": 1500, "height": 1000})
+            page = browser.new_page()
+            while True:  # a browser opened at once, retrying until the server answers
+                try:
+                    urllib.request.urlopen(url, timeout=1).read()
+                    startup["server answers HTTP"] = time.perf_counter() - t0
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            page.goto(url, wait_until="load")
+            startup["page loaded (load event)"] = time.perf_counter() - t0
+            expect(page.locator("#eg-generate")).to_be_visible(timeout=120_000)
+            startup["Generate button visible"] = time.perf_counter() - t0
+            expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=300_000)
+            startup["“Model ready” shown"] = time.perf_counter() - t0
+            page.get_by_text("Tree settings").click()
+            for elem_id, value in (("eg-set-depth", a.depth), ("eg-set-topk", a.top_k), ("eg-set-total", a.total),
+                                   ("eg-maxnew", a.max_new)):
+                set_slider(page, elem_id, value)
+            for prompt in example_prompts(a.prompts):
+                page.locator("#eg-prompt textarea").fill(prompt)
+                idle = cpu_seconds(profile)
+                page.wait_for_timeout(5000)
+                idle = (cpu_seconds(profile) - idle) / 5.0
+                browser_cpu, server_cpu, t = cpu_seconds(profile), cpu_seconds(os.path.join(ROOT, "app.py")), time.perf_counter()
+                page.locator("#eg-generate").click()
+                expect(page.locator("#eg-status")).to_contain_text("Done.", timeout=a.timeout * 1000)
+                wall = time.perf_counter() - t
+                browser_cpu, server_cpu = cpu_seconds(profile) - browser_cpu, cpu_seconds(os.path.join(ROOT, "app.py")) - server_cpu
+                shown = cards(page)
+                note = page.locator("#eg-comparison .eg-note").inner_text()
+                page.goto("about:blank")  # the CLI runs with no page rendering
+                e_cli, v_cli = cli(prompt, "eagle", a), cli(prompt, "vanilla", a)
+                rows.append(dict(prompt=prompt, e_page=float(shown["EAGLE tokens/s"]),
+                                 v_page=float(shown["vanilla tokens/s"]), e_cli=e_cli["tokens_per_s"],
+                                 v_cli=v_cli["tokens_per_s"], browser=100 * browser_cpu / wall,
+                                 server=100 * server_cpu / wall, idle=100 * idle, same=e_cli["token_ids"] == v_cli["token_ids"]))
+                print(f"… {prompt[:40]!r}: page {shown['EAGLE tokens/s']} / {shown['vanilla tokens/s']}, CLI "
+                      f"{e_cli['tokens_per_s']:.1f} / {v_cli['tokens_per_s']:.1f} tok/s", file=sys.stderr, flush=True)
+                page.goto(url, wait_until="load")
+                expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=60_000)
+                page.get_by_text("Tree settings").click()
+                for elem_id, value in (("eg-set-depth", a.depth), ("eg-set-topk", a.top_k),
+                                       ("eg-set-total", a.total), ("eg-maxnew", a.max_new)):
+                    set_slider(page, elem_id, value)
+                page.wait_for_timeout(2000)  # the reloaded page finishes drawing its example first
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(20)
+    threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                             capture_output=True, text=True).stdout.strip()
+    print(f"\n{cpu_model()} · {os.cpu_count()} logical CPUs · torch threads {threads} · greedy, tree "
+          f"depth {a.depth} / top-k {a.top_k} / {a.total} tokens, {a.max_new} new tokens\n")
+    print("| prompt | EAGLE page | EAGLE CLI | page/CLI | vanilla page | vanilla CLI | page/CLI | speedup page | "
+          "speedup CLI | Chromium CPU (idle before) | server CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        sp_page, sp_cli = r["e_page"] / r["v_page"], r["e_cli"] / r["v_cli"]
+        print(f"| {r['prompt'][:32]}… | {r['e_page']:.1f} | {r['e_cli']:.1f} | {r['e_page'] / r['e_cli']:.0%} | "
+              f"{r['v_page']:.1f} | {r['v_cli']:.1f} | {r['v_page'] / r['v_cli']:.0%} | {sp_page:.2f}× | {sp_cli:.2f}× "
+              f"| {r['browser']:.0f}% ({r['idle']:.0f}%) | {r['server']:.0f}% |")
+    print("\nCPU columns: percent of one core used during the page's run (Generate click to “Done.”, so the "
+          "clearing before and the drawing after both runs are included); idle: the 5 s before the click.")
+    if rows:
+        print(f"The page said: “{note}”")
+    print("\n| start-up, as the browser saw it | seconds after `python app.py` |\n|---|---|")
+    for what, s in startup.items():
+        print(f"| {what} | {s:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

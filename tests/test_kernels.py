@@ -112,3 +112,58 @@ def test_choice_prefers_invariant_and_falls_back_without_the_library(monkeypatch
 
 def test_stream_bandwidth_is_a_positive_rate():
     assert 0.1 < K.stream_bandwidth(mb=16, reps=2) < 10_000
+
+
+def _row_invariance(target, prefix_len: int = 40, k: int = 24, seed: int = 0):
+    """Logits of tokens decoded one at a time vs the same tokens as rows of one chain forward, and
+    as the root's children in a tree forward (each sees the context and itself)."""
+    g = torch.Generator().manual_seed(seed)
+    prefix = torch.randint(0, target.vocab_size, (1, prefix_len), generator=g)
+    chain = torch.randint(0, target.vocab_size, (1, k), generator=g)
+    with torch.inference_mode():
+        cache = target.new_cache()
+        target.forward(prefix, cache)
+        one_by_one = []
+        for i in range(k):
+            pos = torch.tensor([[prefix_len + i]])
+            one_by_one.append(target.logits(target.forward(chain[:, i:i + 1], cache, position_ids=pos))[0, 0])
+        cache.crop(-k)
+        rows = {}
+        for m in (5, 16, 24):
+            pos = torch.arange(prefix_len, prefix_len + m)[None]
+            rows[("chain", m)] = target.logits(target.forward(chain[:, :m], cache, position_ids=pos))[0]
+            cache.crop(-m)
+            mask = torch.full((1, 1, m, prefix_len + m), float("-inf"))
+            mask[..., :prefix_len] = 0
+            mask[0, 0, torch.arange(m), prefix_len + torch.arange(m)] = 0
+            siblings = target.forward(chain[:, :m], cache, position_ids=torch.full((1, m), prefix_len), attention_mask=mask)
+            rows[("tree", m)] = target.logits(siblings)[0]
+            cache.crop(-m)
+    return one_by_one, rows
+
+
+@needs_smallgemm
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_target_forward_is_row_invariant_with_the_engine_kernels(kind):
+    """With linear layers and attention on eagle_core.kernels, a token's logits are the same bits
+    whether it is decoded alone or verified inside a 5/16/24-row chain or tree: greedy EAGLE equals
+    vanilla by construction."""
+    from conftest import tiny_target
+
+    target = tiny_target(kind, vocab=64)
+    assert target.kernels.attention is not None, target.describe()
+    one_by_one, rows = _row_invariance(target)
+    for (shape, m), logits in rows.items():
+        for i in range(m if shape == "chain" else 1):
+            assert torch.equal(logits[i], one_by_one[i]), (shape, m, i)
+
+
+def test_stock_kernels_restore_transformers_attention():
+    from conftest import tiny_target
+
+    target = tiny_target("llama", vocab=64)
+    name = target.model.config._attn_implementation
+    with target.stock_kernels():
+        assert target.model.config._attn_implementation == "sdpa"
+        assert all(type(m) is nn.Linear for m in target.model.modules() if isinstance(m, nn.Linear))
+    assert target.model.config._attn_implementation == name

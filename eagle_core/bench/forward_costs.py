@@ -1,0 +1,87 @@
+"""What a verification costs against one ordinary step: the target's whole forward, per kernel.
+
+    python -m eagle_core.bench.kernels --forward --threads 2 [--update-doc docs/performance.md]
+
+For each CPU linear-layer backend of eagle_core.kernels (and the one the engine chose), time one
+forward of k new tokens through the model body and the LM head (logits for all k rows, as a
+verification needs) on a cache of `context` tokens, for k = 1 (a vanilla step) up to 64 (a large
+tree). Reported as ms and as t(k)/t(1). t(1) is set against the streaming bound: the fp32 weights
+a step must read once, divided by the read bandwidth measured in the same process.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from .. import kernels
+from .timing import median_s
+
+ROWS = (1, 2, 4, 5, 8, 12, 16, 24, 32, 64)
+
+
+def weight_bytes(model) -> int:
+    """Bytes of distinct parameters a forward reads (tied embedding / LM head counted once)."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            total += p.numel() * p.element_size()
+    return total
+
+
+def time_forward(target, rows=ROWS, context: int = 300, repeats: int = 7, seed: int = 0) -> dict[int, float]:
+    """k -> median seconds of one forward of k new tokens (chain positions) plus logits for all k."""
+    g = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, target.vocab_size, (1, context), generator=g)
+    cache = target.new_cache()
+    target.forward(prompt, cache)
+    out = {}
+    for k in rows:
+        x = torch.randint(0, target.vocab_size, (1, k), generator=g)
+        pos = torch.arange(context, context + k)[None]
+
+        def step():
+            target.logits(target.forward(x, cache, position_ids=pos))
+            cache.crop(-k)
+
+        out[k] = median_s(step, repeats, warmup=2)
+    return out
+
+
+def measure(target, backends=None, rows=ROWS, context: int = 300, repeats: int = 7) -> dict:
+    """{"bandwidth_gbs", "weight_mb", "bound_ms", "by_backend": {name: {k: ms}}, "chosen": describe}."""
+    installed = target.kernels
+    chosen = installed.describe() if installed is not None else "stock"
+    names = backends or [b for b in kernels.BACKENDS if kernels.BACKENDS[b].available()]
+    by_backend = {}
+    with torch.inference_mode():
+        if installed is not None and installed.swaps:
+            by_backend[f"chosen: {chosen}"] = time_forward(target, rows, context, repeats)
+        for name in names:
+            with installed.stock() if installed is not None else contextlib.nullcontext():
+                probe = kernels.install(target.model, name)
+                try:
+                    by_backend[name] = time_forward(target, rows, context, repeats)
+                finally:
+                    for parent, attr, orig, _ in probe.swaps:
+                        setattr(parent, attr, orig)
+    bw = kernels.stream_bandwidth()
+    mb = weight_bytes(target.model) / 1e6
+    return {"bandwidth_gbs": bw, "weight_mb": mb, "bound_ms": mb / bw, "context": context,
+            "by_backend": {n: {k: 1e3 * t for k, t in ts.items()} for n, ts in by_backend.items()}}
+
+
+def render_markdown(res: dict, threads: int) -> str:
+    rows = sorted(next(iter(res["by_backend"].values())))
+    lines = [f"CPU: {kernels.cpu_model()}, {threads} threads, torch {torch.__version__}. One forward of k new "
+             f"tokens (body + LM head for all k rows) on a {res['context']}-token cache, median ms, and t(k)/t(1). "
+             f"Streaming bound for t(1): {res['weight_mb']:.0f} MB of fp32 weights / {res['bandwidth_gbs']:.1f} GB/s "
+             f"read bandwidth (measured in the same process) = {res['bound_ms']:.1f} ms.", "",
+             "| backend | t(1) ms | t(1) / bound | " + " | ".join(f"k={k}" for k in rows[1:]) + " |",
+             "|---|---|---|" + "---|" * (len(rows) - 1)]
+    for name, ts in res["by_backend"].items():
+        t1 = ts[rows[0]]
+        cells = " | ".join(f"{ts[k]:.1f} ({ts[k] / t1:.2f}x)" for k in rows[1:])
+        lines.append(f"| {name} | {t1:.1f} | {t1 / res['bound_ms']:.2f} | {cells} |")
+    return "\n".join(lines)

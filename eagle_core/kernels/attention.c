@@ -1,0 +1,80 @@
+/* Attention for a few query rows against a KV cache, written for decoding on a CPU.
+ *
+ * out[i,h,:] = sum_l softmax_l(q[h,i].k[g,l] * scale + mask[i,l]) v[g,l]   (g = h / (H/G): GQA)
+ *
+ * A decode step or a verification tree has 1..64 query rows and a cache of hundreds of keys:
+ * torch's flash-attention kernel spends far more on setting up than on the arithmetic there.
+ *
+ * Row invariance by construction: a query row visits only the keys it may see (mask above
+ * MASKED, and for a causal call keys up to its own position), in cache order, and every reduction
+ * (dot product over d, max, sum of exp, weighted sum of values) runs in a fixed order over those
+ * keys alone. A tree node that sees the context plus its ancestors therefore gets the same bits as
+ * the same token decoded one at a time, where those keys are the whole cache.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define MASKED (-1e30f) /* additive mask values at or below this are "not visible" */
+
+static inline float dot(const float *a, const float *b, int64_t d) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= d; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+    float lane[8];
+    _mm256_storeu_ps(lane, acc);
+    float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (; j < d; j++) s += a[j] * b[j];
+    return s;
+}
+
+/* q: [H][n][d]; k, v: [G][L][d]; mask: [n][L] additive or NULL; out: [n][H][d].
+ * causal: row i sees keys 0 .. L - n + i (used when mask is NULL). Returns 0, or -1 if out of memory. */
+int attend(const float *q, const float *k, const float *v, const float *mask, float *out, int64_t H, int64_t G,
+           int64_t n, int64_t L, int64_t d, float scale, int causal, int nthreads) {
+    int failed = 0;
+    int64_t rep = H / G;
+    #pragma omp parallel num_threads(nthreads) if (nthreads > 1 && H * n > 1)
+    {
+        float *s = (float *)malloc(sizeof(float) * (L > 0 ? L : 1));
+        float *acc = (float *)malloc(sizeof(float) * d);
+        if (!s || !acc) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < H * n; t++) {
+            if (!s || !acc) continue;
+            int64_t h = t / n, i = t % n, g = h / rep;
+            const float *qi = q + (h * n + i) * d, *kg = k + g * L * d, *vg = v + g * L * d;
+            const float *mi = mask ? mask + i * L : 0;
+            int64_t last = causal && !mask ? L - n + i : L - 1; /* the last key this row may see */
+            float mx = -INFINITY;
+            for (int64_t l = 0; l <= last; l++) {
+                if (mi && mi[l] <= MASKED) { s[l] = -INFINITY; continue; }
+                s[l] = dot(qi, kg + l * d, d) * scale + (mi ? mi[l] : 0.0f);
+                if (s[l] > mx) mx = s[l];
+            }
+            for (int64_t j = 0; j < d; j++) acc[j] = 0.0f;
+            float total = 0.0f;
+            for (int64_t l = 0; l <= last; l++) {
+                if (s[l] == -INFINITY) continue;
+                float p = expf(s[l] - mx);
+                total += p;
+                const float *vl = vg + l * d;
+                int64_t j = 0;
+                __m256 pv = _mm256_set1_ps(p);
+                for (; j + 8 <= d; j += 8)
+                    _mm256_storeu_ps(acc + j, _mm256_fmadd_ps(pv, _mm256_loadu_ps(vl + j), _mm256_loadu_ps(acc + j)));
+                for (; j < d; j++) acc[j] += p * vl[j];
+            }
+            float *o = out + (i * H + h) * d;
+            float inv = total > 0.0f ? 1.0f / total : 0.0f; /* a row that sees nothing gets zeros */
+            for (int64_t j = 0; j < d; j++) o[j] = acc[j] * inv;
+        }
+        free(s);
+        free(acc);
+    }
+    return failed ? -1 : 0;
+}

@@ -1,0 +1,82 @@
+"""The target's attention on a CPU for decode steps and verification trees (attention.c).
+
+Registered with transformers' AttentionInterface under NAME, the documented way to give a model
+another attention function (no modeling file is copied or patched). Calls it cannot serve exactly
+(more than MAX_ROWS query rows, i.e. a long prefill; a per-head mask; dropout; another dtype or
+device) go to transformers' own SDPA function unchanged.
+
+transformers builds no mask for an attention name it does not know, so a call arrives with either
+the engine's own 4D tree mask or None; None means causal over the last n positions of the cache.
+"""
+from __future__ import annotations
+
+import torch
+
+NAME = "eagle_cpu"
+MAX_ROWS = 64  # beyond this (a prompt's prefill) torch's flash kernel is the faster one
+
+
+def _sdpa(*args, **kwargs):
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    return sdpa_attention_forward(*args, **kwargs)
+
+
+def _eligible(query, key, value, attention_mask, dropout) -> bool:
+    n, L = query.shape[2], key.shape[2]
+    if query.shape[0] != 1 or n > MAX_ROWS or dropout or query.device.type != "cpu":
+        return False
+    if not all(t.dtype == torch.float32 for t in (query, key, value)):
+        return False
+    if attention_mask is not None:
+        m = attention_mask
+        if m.dim() != 4 or m.shape[0] != 1 or m.shape[1] != 1 or m.shape[2] != n or m.shape[3] != L:
+            return False
+    return query.shape[1] % key.shape[1] == 0
+
+
+def attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
+                      is_causal=None, **kwargs):
+    """query (1, H, n, d), key/value (1, G, L, d) -> ((1, n, H, d), None), as transformers expects."""
+    from . import library  # noqa: the package imports this module first
+
+    lib = library()
+    if lib is None or kwargs.get("softcap") is not None or kwargs.get("position_bias") is not None \
+            or not _eligible(query, key, value, attention_mask, dropout):
+        return _sdpa(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                     is_causal=is_causal, **kwargs)
+    _, H, n, d = query.shape
+    G, L = key.shape[1], key.shape[2]
+    q, k, v = query[0].contiguous(), key[0].contiguous(), value[0].contiguous()
+    mask = None
+    if attention_mask is not None:
+        mask = attention_mask[0, 0]
+        if mask.dtype == torch.bool:  # True = may attend
+            mask = torch.zeros(mask.shape).masked_fill_(~mask, float("-inf"))
+        mask = mask.to(torch.float32).contiguous()
+    out = torch.empty(1, n, H, d)
+    scale = scaling if scaling is not None else d ** -0.5
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    rc = lib.attend(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if mask is None else mask.data_ptr(),
+                    out.data_ptr(), H, G, n, L, d, float(scale), int(bool(causal)), torch.get_num_threads())
+    if rc != 0:
+        raise MemoryError("attention kernel: out of memory")
+    return out, None
+
+
+def register() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(NAME, attention_forward)
+
+
+def set_attention(model, name: str) -> str:
+    """Switch `model` to attention `name`; returns the previous name."""
+    old = model.config._attn_implementation
+    if name == NAME:
+        register()
+    if hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(name)
+    else:
+        model.config._attn_implementation = name
+    return old

@@ -1,13 +1,20 @@
-"""Why verifying a few tokens is not free on a CPU: the target's matrix products, timed alone.
+"""What verifying k tokens costs on a CPU, per linear-layer backend: the kernels report.
 
     python -m eagle_core.bench.kernels --threads 2 [--update-doc docs/performance.md]
 
-Times one fp32 product of M rows with each weight shape of the target (SmolLM2-135M by default:
-hidden 576, 3 KV heads of 64, MLP 1536, vocabulary 49152) for M = 1 (a vanilla step) and the row
-counts of small verification trees, with three kernels: `F.linear` (what transformers runs),
-`x @ W^T` with W^T stored contiguous, and MKL's pre-packed SGEMM. The weights are random; only
-shapes matter for time. On a GPU these products cost nearly the same for M = 1..64, which is
-what makes tree verification cheap there; the table shows what they cost here.
+Two tables, both with the CPU model, the thread count and the read bandwidth measured in the
+same process:
+
+1. `products` (block "kernels"): each weight shape of the target (SmolLM2-135M by default:
+   hidden 576, 3 KV heads of 64, MLP 1536, vocabulary 49152), M rows, for every backend of
+   eagle_core.kernels, ms per pass over as many distinct copies of the weight as one forward
+   reads (so the weights come from memory, as in decoding, not from the cache).
+2. `forward` (block "forward-costs", `--forward`, loads the default target): one whole forward of
+   k new tokens, body and LM head, per backend and for the engine's chosen path, with t(k)/t(1)
+   and t(1) against the streaming bound (see forward_costs.py).
+
+On a GPU these products cost nearly the same for k = 1..64, which is what makes tree
+verification cheap there; the tables show what they cost here.
 """
 from __future__ import annotations
 
@@ -15,11 +22,12 @@ import argparse
 
 import torch
 
+from .. import kernels
+from .forward_costs import ROWS
 from .report import replace_block
 from .timing import median_s
 
-
-WARMUP = 3  # untimed calls before each timing (first calls pay for allocation and packing)
+PRODUCT_ROWS = (1, 2, 4, 8, 16, 24, 64)
 
 
 def shapes(hidden: int = 576, kv: int = 192, mlp: int = 1536, vocab: int = 49152, layers: int = 30) -> dict:
@@ -28,66 +36,79 @@ def shapes(hidden: int = 576, kv: int = 192, mlp: int = 1536, vocab: int = 49152
             "gate, up": (mlp, hidden, 2 * layers), "down": (hidden, mlp, layers), "lm head": (vocab, hidden, 1)}
 
 
-def measure(rows=(1, 5, 9), reps: int = 200, **shape_kw) -> list[dict]:
-    """One dict per (shape, M): median microseconds per product for each kernel."""
+def measure(rows=PRODUCT_ROWS, repeats: int = 5, backends=None, **shape_kw) -> list[dict]:
+    """One dict per (shape, M): ms per pass over `per forward` distinct weights, for each backend."""
     torch.manual_seed(0)
-    has_mkl = torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
+    names = backends or [b for b in kernels.BACKENDS if kernels.BACKENDS[b].available()]
     out = []
     with torch.inference_mode():
         for name, (n_out, n_in, count) in shapes(**shape_kw).items():
-            w = torch.randn(n_out, n_in) / n_in ** 0.5
-            wt = w.t().contiguous()
-            r = max(10, reps * 576 * 576 // (n_out * n_in))
+            ws = [torch.randn(n_out, n_in) / n_in ** 0.5 for _ in range(count)]
             for m in rows:
                 x = torch.randn(m, n_in)
-                row = {"weights": name, "shape": f"{n_out}x{n_in}", "per_forward": count, "rows": m,
-                       "linear_us": 1e6 * median_s(lambda: torch.nn.functional.linear(x, w), r, WARMUP),
-                       "transposed_us": 1e6 * median_s(lambda: x @ wt, r, WARMUP), "mkl_packed_us": None}
-                if has_mkl:
-                    packed = torch.ops.mkl._mkl_reorder_linear_weight(w, m)
-                    row["mkl_packed_us"] = 1e6 * median_s(lambda: torch.ops.mkl._mkl_linear(x, packed, w, None, m), r, WARMUP)
+                row = {"weights": name, "shape": f"{n_out}x{n_in}", "per_forward": count, "rows": m}
+                for b in names:
+                    backend = kernels.BACKENDS[b]
+                    states = [backend.prepare(w) for w in ws]
+                    row[b] = 1e3 * median_s(lambda: [backend.run(st, x, None) for st in states], repeats, warmup=1)
                 out.append(row)
     return out
 
 
-def render_markdown(rows: list[dict], threads: int) -> str:
+def _header(threads: int, bandwidth: float) -> str:
+    return (f"CPU: {kernels.cpu_model()}, {threads} threads, torch {torch.__version__}; read bandwidth "
+            f"{bandwidth:.1f} GB/s (measured in the same process).")
+
+
+def render_markdown(rows: list[dict], threads: int, bandwidth: float) -> str:
+    names = [k for k in rows[0] if k not in ("weights", "shape", "per_forward", "rows")]
     ms = sorted({r["rows"] for r in rows})
-    lines = [f"fp32 products timed alone, {threads} threads, median (µs); the last column is `F.linear`'s "
-             "time relative to 1 row.", "",
-             "| weights | shape | per forward | rows | F.linear µs | x @ Wᵀ (contiguous) µs | MKL packed µs | "
-             "F.linear vs 1 row |", "|---|---|---|---|---|---|---|---|"]
-    base = {r["weights"]: r["linear_us"] for r in rows if r["rows"] == ms[0]}
+    lines = [_header(threads, bandwidth) + " fp32 products, ms per pass over `per forward` distinct weights "
+             "(median), and in brackets the time relative to 1 row.", "",
+             "| weights | shape | per forward | rows | " + " | ".join(names) + " |",
+             "|---|---|---|---|" + "---|" * len(names)]
+    base = {(r["weights"], n): r[n] for r in rows if r["rows"] == ms[0] for n in names}
     for r in rows:
-        packed = "–" if r["mkl_packed_us"] is None else f"{r['mkl_packed_us']:.0f}"
-        lines.append(f"| {r['weights']} | {r['shape']} | {r['per_forward']} | {r['rows']} | {r['linear_us']:.0f} | "
-                     f"{r['transposed_us']:.0f} | {packed} | {r['linear_us'] / base[r['weights']]:.2f}x |")
-    lines.append("")
-    lines.append("Summed over one forward of the 30-layer body (weights × per forward), F.linear:")
-    lines.append("")
-    lines.append("| rows | body products ms | LM head ms |")
-    lines.append("|---|---|---|")
+        cells = " | ".join(f"{r[n]:.2f} ({r[n] / base[(r['weights'], n)]:.2f}x)" for n in names)
+        lines.append(f"| {r['weights']} | {r['shape']} | {r['per_forward']} | {r['rows']} | {cells} |")
+    lines += ["", "Summed over one forward (every shape × per forward), ms:", "",
+              "| rows | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for m in ms:
-        body = sum(r["linear_us"] * r["per_forward"] for r in rows if r["rows"] == m and r["weights"] != "lm head")
-        head = sum(r["linear_us"] for r in rows if r["rows"] == m and r["weights"] == "lm head")
-        lines.append(f"| {m} | {body / 1e3:.1f} | {head / 1e3:.1f} |")
+        sums = [sum(r[n] for r in rows if r["rows"] == m) for n in names]
+        lines.append(f"| {m} | " + " | ".join(f"{s:.1f}" for s in sums) + " |")
     return "\n".join(lines)
 
 
 def main(argv=None) -> str:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.kernels", description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--rows", default="1,5,9", help="comma list of row counts M")
-    ap.add_argument("--reps", type=int, default=200, help="repetitions for a 576x576 product (scaled by size)")
+    ap.add_argument("--rows", default=",".join(map(str, PRODUCT_ROWS)), help="comma list of row counts M (products)")
+    ap.add_argument("--forward", action="store_true", help="also time whole forwards of the default target")
+    ap.add_argument("--forward-rows", default=",".join(map(str, ROWS)))
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--update-doc", default=None, metavar="MD")
-    ap.add_argument("--doc-block", default="kernels")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    rows = measure(tuple(int(m) for m in args.rows.split(",")), args.reps)
-    md = render_markdown(rows, torch.get_num_threads())
+    threads = torch.get_num_threads()
+    bw = kernels.stream_bandwidth()
+    md = render_markdown(measure(tuple(int(m) for m in args.rows.split(",")), args.repeats), threads, bw)
     print(md)
     if args.update_doc:
-        replace_block(args.update_doc, args.doc_block, md)
+        replace_block(args.update_doc, "kernels", md)
+    if args.forward:
+        from ..target import load_target
+        from . import forward_costs
+
+        target = load_target()
+        res = forward_costs.measure(target, rows=tuple(int(k) for k in args.forward_rows.split(",")),
+                                    repeats=args.repeats)
+        fmd = forward_costs.render_markdown(res, threads)
+        print()
+        print(fmd)
+        if args.update_doc:
+            replace_block(args.update_doc, "forward-costs", fmd)
+        md += "\n\n" + fmd
     return md
 
 

@@ -18,6 +18,7 @@ i.e. the FEATURES the EAGLE head learns from; `logits()` applies the LM head onl
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -26,6 +27,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import kernels
+from .paths import cache_root
+
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # used only where the package is absent
@@ -33,8 +37,6 @@ SUPPORTED_TYPES = ("llama", "qwen2", "mistral")
 PROMPT_SLOT = "\u2063EAGLE_PROMPT\u2063"  # placeholder used to split the chat template around the prompt
 
 
-def cache_root() -> str:
-    return os.environ.get("EAGLE_EXPLAINER_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "eagle-explainer"))
 
 
 def pick_device(device: str | None = None) -> str:
@@ -117,16 +119,12 @@ class Target:
 
     def stock_kernels(self):
         """Context manager: run with the model's original nn.Linear modules (stock transformers)."""
-        import contextlib
-
         return self.kernels.stock() if self.kernels is not None else contextlib.nullcontext()
 
     def linear_backend(self, shape: tuple[int, int]) -> str | None:
         """The backend the target uses for a weight of `shape` (N, K), measured if new; None if stock."""
         if self.kernels is None or not self.kernels.swaps:
             return None
-        from . import kernels
-
         return self.kernels.choice.get(tuple(shape)) or kernels.choose([tuple(shape)])[tuple(shape)]
 
     def new_cache(self):
@@ -227,9 +225,7 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
 
 
 def _install_kernels(model, policy: str | None):
-    from . import kernels as K
-
-    return K.install(model, policy) if next(model.parameters()).device.type == "cpu" else None
+    return kernels.install(model, policy) if next(model.parameters()).device.type == "cpu" else None
 
 
 def from_model(model, tokenizer, name: str = "custom", eos_ids: tuple[int, ...] = (), kernels: str | None = None) -> Target:

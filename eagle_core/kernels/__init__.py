@@ -24,12 +24,9 @@ Set EAGLE_KERNELS=mkl|onednn|openblas|smallgemm to force one backend, or "stock"
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import json
 import os
-import platform
-import subprocess
 import time
 
 import numpy as np
@@ -38,86 +35,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import attention
+from .build import cache_dir, cpu_model, library, library_error, source_bytes
 
-HERE = os.path.dirname(__file__)
-SOURCES = [os.path.join(HERE, "smallgemm.c"), os.path.join(HERE, "attention.c")]
-CFLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC"]
 CALIBRATION_ROWS = (1, 4, 8, 16)  # the row counts a decode meets most: a step and small trees
 INVARIANCE_ROWS = (1, 5, 16, 24)
 PREFER_OWN = 1.10  # another backend must be >10% faster in calibration to replace smallgemm
 ALIGN = 32  # bytes: the packed panels are read with aligned 256-bit loads
-
-
-def cache_dir() -> str:
-    from ..target import cache_root
-
-    return os.path.join(cache_root(), "kernels")
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _has_avx2_fma() -> bool:
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return False
-    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")  # AVX2 implies FMA on x86 CPUs torch supports
-
-
-_LIB: list = []  # [ctypes library or None, reason]
-
-
-def library():
-    """The compiled smallgemm kernel (ctypes), or None with the reason in `library_error()`."""
-    if _LIB:
-        return _LIB[0]
-    lib, why = None, ""
-    if not _has_avx2_fma():
-        why = f"needs an x86-64 CPU with AVX2 and FMA (this is {platform.machine()}, "
-        why += f"{torch.backends.cpu.get_cpu_capability()})"
-    else:
-        digest = hashlib.sha256(_source_bytes() + " ".join(CFLAGS).encode()).hexdigest()[:16]
-        path = os.path.join(cache_dir(), f"cpu-kernels-{digest}.so")
-        try:
-            if not os.path.exists(path):
-                os.makedirs(cache_dir(), exist_ok=True)
-                tmp = f"{path}.{os.getpid()}.tmp"
-                cc = os.environ.get("CC", "cc")
-                subprocess.run([cc, *CFLAGS, "-o", tmp, *SOURCES, "-lm"], check=True, capture_output=True, timeout=120)
-                os.replace(tmp, path)
-            lib = ctypes.CDLL(path)
-            i64, vp = ctypes.c_int64, ctypes.c_void_p
-            lib.pack_weight.argtypes = [vp, i64, i64, vp]
-            lib.smallgemm.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
-            lib.stream_read.argtypes = [vp, i64, ctypes.c_int]
-            lib.stream_read.restype = ctypes.c_float
-            lib.attend.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, ctypes.c_float, ctypes.c_int, ctypes.c_int]
-        except (OSError, subprocess.SubprocessError) as e:
-            err = getattr(e, "stderr", b"") or b""
-            why = f"could not build the CPU kernels: {e} {err.decode(errors='replace')[:300]}".strip()
-            lib = None
-    _LIB[:] = [lib, why]
-    return lib
-
-
-def _source_bytes() -> bytes:
-    out = b""
-    for path in SOURCES:
-        with open(path, "rb") as f:
-            out += f.read()
-    return out
-
-
-def library_error() -> str:
-    library()
-    return _LIB[1]
 
 
 # -- backends: prepare(weight) once, then run(state, x (m, K) contiguous fp32, bias) -> (m, N) ------------
@@ -275,7 +198,7 @@ def time_backends(backends, n: int, k: int, rows=CALIBRATION_ROWS, rounds: int =
 
 
 def _plan_path(threads: int) -> str:
-    src = hashlib.sha256(_source_bytes()).hexdigest()[:8]
+    src = hashlib.sha256(source_bytes()).hexdigest()[:8]
     key = f"{cpu_model()}|{torch.__version__}|{np.__version__}|{threads}|{src}"
     return os.path.join(cache_dir(), f"plan-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json")
 

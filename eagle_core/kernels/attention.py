@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from .build import library
+
 NAME = "eagle_cpu"
 MAX_ROWS = 64  # beyond this (a prompt's prefill) torch's flash kernel is the faster one
 
@@ -38,8 +40,6 @@ def _eligible(query, key, value, attention_mask, dropout) -> bool:
 def attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                       is_causal=None, **kwargs):
     """query (1, H, n, d), key/value (1, G, L, d) -> ((1, n, H, d), None), as transformers expects."""
-    from . import library  # noqa: the package imports this module first
-
     lib = library()
     if lib is None or kwargs.get("softcap") is not None or kwargs.get("position_bias") is not None \
             or not _eligible(query, key, value, attention_mask, dropout):

@@ -1,0 +1,91 @@
+"""Building the C kernels (smallgemm.c, attention.c) once per machine with the system C compiler.
+
+The shared library is cached under the engine's cache directory, named by a hash of the sources
+and flags, so an edit rebuilds it and machines never share a stale one. It links the process's
+OpenMP runtime (libgomp, the one torch loads), so its threads are torch's threads.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import subprocess
+
+import torch
+
+from ..paths import cache_root
+
+HERE = os.path.dirname(__file__)
+SOURCES = [os.path.join(HERE, "smallgemm.c"), os.path.join(HERE, "attention.c")]
+CFLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC"]
+
+
+def cache_dir() -> str:
+    return os.path.join(cache_root(), "kernels")
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _has_avx2_fma() -> bool:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")  # AVX2 implies FMA on x86 CPUs torch supports
+
+
+_LIB: list = []  # [ctypes library or None, reason]
+
+
+def library():
+    """The compiled smallgemm kernel (ctypes), or None with the reason in `library_error()`."""
+    if _LIB:
+        return _LIB[0]
+    lib, why = None, ""
+    if not _has_avx2_fma():
+        why = f"needs an x86-64 CPU with AVX2 and FMA (this is {platform.machine()}, "
+        why += f"{torch.backends.cpu.get_cpu_capability()})"
+    else:
+        digest = hashlib.sha256(source_bytes() + " ".join(CFLAGS).encode()).hexdigest()[:16]
+        path = os.path.join(cache_dir(), f"cpu-kernels-{digest}.so")
+        try:
+            if not os.path.exists(path):
+                os.makedirs(cache_dir(), exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.tmp"
+                cc = os.environ.get("CC", "cc")
+                subprocess.run([cc, *CFLAGS, "-o", tmp, *SOURCES, "-lm"], check=True, capture_output=True, timeout=120)
+                os.replace(tmp, path)
+            lib = ctypes.CDLL(path)
+            i64, vp = ctypes.c_int64, ctypes.c_void_p
+            lib.pack_weight.argtypes = [vp, i64, i64, vp]
+            lib.smallgemm.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
+            lib.stream_read.argtypes = [vp, i64, ctypes.c_int]
+            lib.stream_read.restype = ctypes.c_float
+            lib.attend.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, ctypes.c_float, ctypes.c_int, ctypes.c_int]
+        except (OSError, subprocess.SubprocessError) as e:
+            err = getattr(e, "stderr", b"") or b""
+            why = f"could not build the CPU kernels: {e} {err.decode(errors='replace')[:300]}".strip()
+            lib = None
+    _LIB[:] = [lib, why]
+    return lib
+
+
+def source_bytes() -> bytes:
+    out = b""
+    for path in SOURCES:
+        with open(path, "rb") as f:
+            out += f.read()
+    return out
+
+
+def library_error() -> str:
+    library()
+    return _LIB[1]

@@ -1,4 +1,4 @@
-"""python -m eagle_core.train {gen,train,train3,export,export-serving,eval,plot} ... (see docs/training.md)."""
+"""python -m eagle_core.train {ids-fixed,ids-gen,gen,train,train3,export,export-serving,eval,plot} ... (see docs/training.md)."""
 from __future__ import annotations
 
 import argparse
@@ -29,8 +29,35 @@ def main(argv=None):
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--threads", type=int, default=2)
 
-    t = sub.add_parser("train", help="train the head on generated shards (resumable)")
-    t.add_argument("--data", default="data/gen")
+    fx = sub.add_parser("ids-fixed", help="token-id dataset of the training files' own reference answers (no generation)")
+    fx.add_argument("--train-dir", default=os.path.normpath(os.path.join(SHARED, "train")))
+    fx.add_argument("--eval-dir", default=os.path.normpath(os.path.join(SHARED, "eval")),
+                    help="prompts here are excluded from training (exact match after normalising)")
+    fx.add_argument("--out", default="assets/train_data/fixed")
+    fx.add_argument("--model", default=None, help="the target whose tokenizer and chat template render the data")
+    fx.add_argument("--max-prompt-tokens", type=int, default=384, help="longer prompts are skipped")
+    fx.add_argument("--max-seq", type=int, default=1024, help="longer sequences are cut (answer tail dropped)")
+
+    ig = sub.add_parser("ids-gen", help="token-id dataset of the target's own answers, batched generation (resumable)")
+    ig.add_argument("--train-dir", default=os.path.normpath(os.path.join(SHARED, "train")))
+    ig.add_argument("--eval-dir", default=os.path.normpath(os.path.join(SHARED, "eval")),
+                    help="prompts here are excluded from training (exact match after normalising)")
+    ig.add_argument("--out", default="assets/train_data/gen")
+    ig.add_argument("--model", default=None)
+    ig.add_argument("--batch", type=int, default=16, help="prompts per left-padded generate batch")
+    ig.add_argument("--part-size", type=int, default=128, help="prompts per part file (the unit of resuming)")
+    ig.add_argument("--max-new-tokens", type=int, default=256)
+    ig.add_argument("--max-prompt-tokens", type=int, default=384, help="longer prompts are skipped")
+    ig.add_argument("--temperature", type=float, default=0.8)
+    ig.add_argument("--sample-every", type=int, default=3, help="every N-th batch is sampled, the rest greedy")
+    ig.add_argument("--seed", type=int, default=0)
+    ig.add_argument("--limit", type=int, default=None, help="answer at most N more prompts in this session")
+    ig.add_argument("--minutes", type=float, default=0, help="stop after the part in progress once this long; 0 = no limit")
+    ig.add_argument("--threads", type=int, default=2)
+
+    t = sub.add_parser("train", help="train the head on token-id datasets or generated shards (resumable)")
+    t.add_argument("--data", nargs="+", default=["data/gen"],
+                   help="token-id dataset directories (ids-fixed, ids-gen) and/or `gen` shard directories")
     t.add_argument("--out", default="runs/head")
     t.add_argument("--epochs", type=int, default=4)
     t.add_argument("--lr", type=float, default=1e-3)
@@ -40,6 +67,8 @@ def main(argv=None):
     t.add_argument("--ce-weight", type=float, default=0.1)
     t.add_argument("--draft-vocab", type=int, default=8192, help="0 = full vocabulary")
     t.add_argument("--holdout-shards", type=int, default=2, help="the first N shards are held out (accuracy)")
+    t.add_argument("--holdout-every", type=int, default=50,
+                   help="token-id datasets: 1 prompt in N (by hash of source and line) is held out")
     t.add_argument("--unroll", type=int, default=1, help="2 = also train on the head's own predicted features")
     t.add_argument("--max-shards", type=int, default=None, help="train on at most N shards")
     t.add_argument("--init", default=None, help="warm start: a ckpt.pt of an earlier run")
@@ -48,8 +77,9 @@ def main(argv=None):
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=2)
 
-    t3 = sub.add_parser("train3", help="train an EAGLE-3 head with the training-time test on the same shards (resumable)")
-    t3.add_argument("--data", default="data/gen")
+    t3 = sub.add_parser("train3", help="train an EAGLE-3 head with the training-time test on the same data (resumable)")
+    t3.add_argument("--data", nargs="+", default=["data/gen"],
+                    help="token-id dataset directories (ids-fixed, ids-gen) and/or `gen` shard directories")
     t3.add_argument("--out", default="runs/head3")
     t3.add_argument("--model", default=None, help="the target (default: the embedded SmolLM2-135M-Instruct)")
     t3.add_argument("--epochs", type=int, default=4)
@@ -59,6 +89,8 @@ def main(argv=None):
     t3.add_argument("--max-seq", type=int, default=640)
     t3.add_argument("--draft-vocab", type=int, default=8192, help="0 = full vocabulary")
     t3.add_argument("--holdout-shards", type=int, default=2, help="the first N shards are never trained on")
+    t3.add_argument("--holdout-every", type=int, default=50,
+                    help="token-id datasets: 1 prompt in N (by hash of source and line) is never trained on")
     t3.add_argument("--max-shards", type=int, default=None)
     t3.add_argument("--ckpt-minutes", type=float, default=3.0)
     t3.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0 = no limit")
@@ -96,7 +128,13 @@ def main(argv=None):
     pl.add_argument("--out", default="docs/img/training.png")
 
     args = ap.parse_args(argv)
-    if args.cmd == "gen":
+    if args.cmd == "ids-fixed":
+        from .fixed import run_ids_fixed
+        run_ids_fixed(args)
+    elif args.cmd == "ids-gen":
+        from .gen_ids import run_ids_gen
+        run_ids_gen(args)
+    elif args.cmd == "gen":
         from .data import run_gen
         run_gen(args)
     elif args.cmd == "train":

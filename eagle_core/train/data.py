@@ -17,6 +17,7 @@ import json
 import os
 import random
 import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -28,13 +29,28 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().split())
 
 
-def read_prompts(path: str) -> list[tuple[str, str]]:
-    """(prompt, source) pairs from a JSONL prompt file (records without a prompt are skipped)."""
+@dataclass(frozen=True)
+class TrainPrompt:
+    """One training prompt and where it came from (the record keeps the source's own fields,
+    e.g. a reference answer)."""
+
+    text: str
+    source: str  # file name in the train directory, e.g. "gsm8k_train.part1.jsonl"
+    line: int  # 1-based line of the record in that file
+    record: dict = field(compare=False, repr=False)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.source, self.line)
+
+
+def read_prompts(path: str) -> list[TrainPrompt]:
+    """The prompts of a JSONL prompt file (records without a prompt are skipped)."""
     out = []
-    for _, r in read_records(path):
+    for line, r in read_records(path):
         p = first_turn(r)
         if isinstance(p, str) and p.strip():
-            out.append((p, os.path.basename(path)))
+            out.append(TrainPrompt(p, os.path.basename(path), line, r))
     return out
 
 
@@ -44,7 +60,10 @@ def eval_prompt_set(eval_dir: str) -> set[str]:
             for _, r in read_records(path) for t in all_turns(r)}
 
 
-def collect_prompts(train_dir: str, eval_dir: str, seed: int) -> tuple[list[tuple[str, str]], dict]:
+def train_prompts(train_dir: str, eval_dir: str) -> tuple[list[TrainPrompt], dict]:
+    """Every training prompt in file order, minus those that also appear in the eval sets (the one
+    overlap check: `gen`, `ids-fixed` and `ids-gen` all come through here). Refuses an eval
+    directory as training data, and refuses to run when the eval prompts cannot be read."""
     if os.path.realpath(train_dir) == os.path.realpath(eval_dir) or "/eval" in os.path.realpath(train_dir):
         raise ValueError(f"refusing to train on {train_dir}: it is an eval set")
     banned = eval_prompt_set(eval_dir) if os.path.isdir(eval_dir) else set()
@@ -52,13 +71,20 @@ def collect_prompts(train_dir: str, eval_dir: str, seed: int) -> tuple[list[tupl
         raise ValueError(f"no eval prompts found in {eval_dir}: cannot check for overlap, refusing to continue")
     prompts, dropped = [], 0
     for path in sorted(glob.glob(os.path.join(train_dir, "*.jsonl"))):
-        for p, src in read_prompts(path):
-            if _norm(p) in banned:
+        for p in read_prompts(path):
+            if _norm(p.text) in banned:
                 dropped += 1
                 continue
-            prompts.append((p, src))
-    random.Random(seed).shuffle(prompts)
+            prompts.append(p)
     return prompts, {"train_prompts": len(prompts), "dropped_eval_overlap": dropped}
+
+
+def collect_prompts(train_dir: str, eval_dir: str, seed: int) -> tuple[list[tuple[str, str]], dict]:
+    """(prompt, source) pairs of `train_prompts`, shuffled by `seed` (the order `gen` answers them)."""
+    prompts, info = train_prompts(train_dir, eval_dir)
+    pairs = [(p.text, p.source) for p in prompts]
+    random.Random(seed).shuffle(pairs)
+    return pairs, info
 
 
 class FeatureRecorder:
@@ -78,15 +104,13 @@ class FeatureRecorder:
 
 
 @torch.inference_mode()
-def generate_shard(target, prompts: list[str], max_new_tokens: int, temperature: float, max_prompt_tokens: int,
-                   seed: int) -> list[dict]:
-    """Answer `prompts` in one left-padded batch; return one record per kept sequence."""
+def generate_batch(target, encoded: list[list[int]], max_new_tokens: int, temperature: float, seed: int):
+    """Answer the encoded prompts in ONE left-padded batch with the target's own `generate`
+    (greedy at temperature 0). -> (responses: one id list per prompt, cut after its first EOS
+    token, which is kept; P: the padded prompt width). Left padding keeps every row's last prompt
+    token in the same column; the attention mask hides the padding and `generate` derives each
+    row's positions from it, so a row's answer does not depend on its neighbours."""
     tok = target.tokenizer
-    encoded = [(i, target.encode_prompt(p)) for i, p in enumerate(prompts)]
-    kept_idx = [i for i, e in encoded if len(e) <= max_prompt_tokens]  # long prompts are skipped
-    encoded = [e for _, e in encoded if len(e) <= max_prompt_tokens]
-    if not encoded:
-        return []
     pad = tok.pad_token_id if tok.pad_token_id is not None else target.eos_ids[0]
     P = max(len(e) for e in encoded)
     ids = torch.full((len(encoded), P), pad, dtype=torch.long)
@@ -94,23 +118,43 @@ def generate_shard(target, prompts: list[str], max_new_tokens: int, temperature:
     for i, e in enumerate(encoded):
         ids[i, P - len(e):] = torch.tensor(e)
         attn[i, P - len(e):] = 1
-    rec = FeatureRecorder(target.body.norm)
     torch.manual_seed(seed)
-    try:
+    # stock kernels: the CPU attention of eagle_core.kernels gets no padding mask from transformers
+    # (it builds none for an attention name it does not know), so left-padded rows would attend
+    # to their padding; stock SDPA gets the mask, and batched == one prompt at a time (tested)
+    with target.stock_kernels():
         out = target.model.generate(
             input_ids=ids.to(target.device), attention_mask=attn.to(target.device), max_new_tokens=max_new_tokens,
             do_sample=temperature > 0, temperature=temperature if temperature > 0 else None, top_p=None, top_k=None,
             eos_token_id=list(target.eos_ids), pad_token_id=pad,
         )
+    eos = set(target.eos_ids)
+    responses = []
+    for i in range(len(encoded)):
+        resp = out[i, P:].tolist()
+        end = next((j + 1 for j, t in enumerate(resp) if t in eos), len(resp))  # keep the EOS token
+        responses.append(resp[:end])
+    return responses, P
+
+
+@torch.inference_mode()
+def generate_shard(target, prompts: list[str], max_new_tokens: int, temperature: float, max_prompt_tokens: int,
+                   seed: int) -> list[dict]:
+    """Answer `prompts` in one left-padded batch; return one record per kept sequence, with the
+    features captured during generation."""
+    encoded = [(i, target.encode_prompt(p)) for i, p in enumerate(prompts)]
+    kept_idx = [i for i, e in encoded if len(e) <= max_prompt_tokens]  # long prompts are skipped
+    encoded = [e for _, e in encoded if len(e) <= max_prompt_tokens]
+    if not encoded:
+        return []
+    rec = FeatureRecorder(target.body.norm)
+    try:
+        responses, P = generate_batch(target, encoded, max_new_tokens, temperature, seed)
         feats = rec.take()  # (B, P + T - 1, H): features of every position but the last generated one
     finally:
         rec.close()
-    eos = set(target.eos_ids)
     records = []
-    for i, (e, prompt_idx) in enumerate(zip(encoded, kept_idx)):
-        resp = out[i, P:].tolist()
-        end = next((j + 1 for j, t in enumerate(resp) if t in eos), len(resp))  # keep the EOS token
-        resp = resp[:end]
+    for i, (e, resp, prompt_idx) in enumerate(zip(encoded, responses, kept_idx)):
         if not resp:
             continue
         seq = e + resp

@@ -30,7 +30,8 @@ import torch.nn.functional as F
 
 from ..head import EagleHead, HeadConfig, save_head
 from ..target import load_target
-from .data import load_shards
+from .features import id_batch, teacher_forced
+from .ids import load_training_data
 
 PROMPT_WEIGHT = 0.3  # loss weight of prompt positions (response positions weigh 1)
 ADAM_BETAS = (0.9, 0.95)  # the EAGLE recipe's AdamW betas
@@ -93,11 +94,18 @@ def make_batches(records, tokens_per_batch: int, max_seq: int, seed: int) -> lis
     return batches
 
 
-def collate(records, idx, max_seq, device):
-    """-> ids_next (B, n), feats_in (B, n, H), feats_tgt (B, n, H), weight (B, n)."""
+def collate(records, idx, max_seq, device, target=None):
+    """-> ids_next (B, n), feats_in (B, n, H), feats_tgt (B, n, H), weight (B, n). Records from
+    `gen` shards carry their features; for token-id records (train/ids.py) one batched
+    teacher-forced forward of `target` computes them."""
     seqs = [records[i] for i in idx]
     n = max(min(len(r["ids"]), max_seq) - 1 for r in seqs)  # input pairs per sequence
-    H = seqs[0]["feats"].shape[1]
+    if all("feats" in r for r in seqs):
+        feats = [r["feats"] for r in seqs]
+    else:
+        final, _ = teacher_forced(target, id_batch(records, idx, max_seq))  # (B, T, H)
+        feats = final.float().cpu()
+    H = feats[0].shape[-1]
     B = len(seqs)
     ids_next = torch.zeros(B, n, dtype=torch.long)
     f_in = torch.zeros(B, n, H)
@@ -105,7 +113,7 @@ def collate(records, idx, max_seq, device):
     w = torch.zeros(B, n)
     for b, r in enumerate(seqs):
         T = min(len(r["ids"]), max_seq)
-        f = r["feats"][:T - 1].float()  # f_0 .. f_{T-2}
+        f = feats[b][:T - 1].float()  # f_0 .. f_{T-2}
         ids_next[b, :T - 1] = r["ids"][1:T].long()
         f_in[b, :T - 1] = f
         f_tgt[b, :T - 2] = f[1:]
@@ -153,13 +161,13 @@ def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: b
     return loss, StepStats(top1, top5, count, l_feat.item(), l_ce.item(), 1)
 
 
-def holdout_accuracy(head, embed, lm_w, records, args, device) -> dict:
+def holdout_accuracy(head, embed, lm_w, records, args, device, target=None) -> dict:
     """Held-out top-1 / top-5 and feature loss over `records` (teacher-forced, no noise)."""
     head.eval()
     st = StepStats()
     with torch.no_grad():
         for idx in make_batches(records, args.tokens_per_batch, args.max_seq, 0):
-            st += step_loss(head, embed, lm_w, collate(records, idx, args.max_seq, device), 0, 0, False)[1]
+            st += step_loss(head, embed, lm_w, collate(records, idx, args.max_seq, device, target), 0, 0, False)[1]
     head.train()
     return {"top1": st.top1 / max(st.count, 1), "top5": st.top5 / max(st.count, 1),
             "feat_loss": st.feat_loss / max(st.batches, 1)}
@@ -179,10 +187,11 @@ def run_train(args):
     device = target.device
     # the first `holdout_shards` shards are never trained on (held-out accuracy), whatever
     # else is added later, so warm starts from earlier runs cannot leak into the held-out set
-    hold_recs = load_shards(args.data, limit=args.holdout_shards)
-    train_recs = load_shards(args.data, skip=args.holdout_shards, limit=args.max_shards)
+    # (token-id datasets: 1 prompt in --holdout-every, by hash of its source and line)
+    train_recs, hold_recs = load_training_data(args.data, target, args.holdout_shards, args.max_shards,
+                                               args.holdout_every)
     if not train_recs:
-        raise SystemExit(f"no shards in {args.data}: run `python -m eagle_core.train gen` first")
+        raise SystemExit(f"no training data in {args.data}: run `python -m eagle_core.train ids-fixed` or `gen` first")
     V = target.vocab_size
     vocab = draft_vocabulary(train_recs, args.draft_vocab, V) if args.draft_vocab else list(range(V))
     lm_w = target.lm_head.weight.detach()[torch.tensor(vocab)].clone()
@@ -229,7 +238,7 @@ def run_train(args):
         since_log = StepStats()
         while state["batch"] < len(batches):
             t0 = time.time()
-            batch = collate(train_recs, batches[state["batch"]], args.max_seq, device)
+            batch = collate(train_recs, batches[state["batch"]], args.max_seq, device, target)
             loss, st = step_loss(head, embed, lm_w, batch, args.noise, args.ce_weight, True, args.unroll)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -253,7 +262,7 @@ def run_train(args):
                 save()
                 print("time budget reached; rerun the same command to resume", flush=True)
                 return
-        ev = holdout_accuracy(head, embed, lm_w, hold_recs, args, device)
+        ev = holdout_accuracy(head, embed, lm_w, hold_recs, args, device, target)
         rec = {"epoch_end": state["epoch"] + 1, "step": state["step"], "elapsed_s": round(state["elapsed"], 1), **ev}
         log.write(json.dumps(rec) + "\n"); log.flush()
         print(json.dumps(rec), flush=True)

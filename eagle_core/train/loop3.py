@@ -15,10 +15,10 @@ row t of step k:
 Attention at step k: row t sees step 0's keys at rows <= t and its own earlier steps at row t
 only (Eagle3Head.unrolled), which is what a draft node at depth k + 1 sees.
 
-Data: the shards `python -m eagle_core.train gen` writes (token ids + prompt length; their
-EAGLE-1/2 last-layer features are not what EAGLE-3 reads), so the features are recomputed by one
-batched teacher-forced forward of the target per batch (`Target.forward_layers`), which keeps the
-data small (token ids only) and uses the CPU far better than token-by-token decoding.
+Data: token-id datasets (train/ids.py) or the shards `python -m eagle_core.train gen` writes
+(their EAGLE-1/2 last-layer features are not what EAGLE-3 reads); either way the features are
+recomputed by one batched teacher-forced forward of the target per batch (train/features.py),
+which keeps the data small (token ids only) and uses the CPU far better than token-by-token decoding.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from collections import Counter
 import torch
 
 from ..head3 import Eagle3Config, Eagle3Head, save_head3
+from .features import id_batch, teacher_forced
 from .loop import ADAM_BETAS, GRAD_CLIP, LOG_EVERY, lr_factor, make_batches
 
 TTT_STEPS = 7  # unrolled draft steps (the official trainer's `length`)
@@ -59,27 +60,19 @@ def target_batch(target, head: Eagle3Head, layers, records, idx, max_seq: int):
     -> ids (B, T), captured (B, T, 3H), p (B, T, N) target distribution over the draft vocabulary
     at each position, weight (B, T) (1 where the position's next token is a real response token
     whose target argmax the head can draft)."""
-    seqs = [records[i] for i in idx]
-    T = max(min(len(r["ids"]), max_seq) for r in seqs)
-    B = len(seqs)
-    ids = torch.zeros(B, T, dtype=torch.long)
-    attn = torch.zeros(B, T, dtype=torch.long)
-    weight = torch.zeros(B, T)
-    for b, r in enumerate(seqs):
-        n = min(len(r["ids"]), max_seq)
-        ids[b, :n] = r["ids"][:n].long()
-        attn[b, :n] = 1
-        pos = torch.arange(n - 1)  # position j predicts x_{j+1}
-        weight[b, :n - 1] = (pos + 1 >= r["prompt_len"]).float()
+    ib = id_batch(records, idx, max_seq)
+    B, T = ib.ids.shape
     dev = target.device
-    final, captured = target.forward_layers(ids.to(dev), layers, attention_mask=attn.to(dev))
+    weight = torch.zeros(B, T)
+    weight[:, :-1] = ib.answer[:, 1:].float()  # position j predicts x_{j+1}: weigh it if x_{j+1} is an answer token
+    final, captured = teacher_forced(target, ib, layers)
     draft_ids = head.draft_ids().to(dev)
     w = target.lm_head.weight
     p = torch.softmax((final @ w[draft_ids].T).float(), -1)  # (B, T, N)
     flat = final.reshape(B * T, -1)
     top = torch.cat([(flat[i:i + LOGIT_CHUNK] @ w.T).argmax(-1) for i in range(0, B * T, LOGIT_CHUNK)])
     weight = weight.to(dev) * head.t2d.to(dev)[top].view(B, T).float()
-    return ids.to(dev), captured, p, weight
+    return ib.ids.to(dev), captured, p, weight
 
 
 def ttt_loss(head: Eagle3Head, embed, batch, steps: int = TTT_STEPS, decay: float = TTT_DECAY):
@@ -108,14 +101,14 @@ def ttt_loss(head: Eagle3Head, embed, batch, steps: int = TTT_STEPS, decay: floa
 def run_train3(args):
     """python -m eagle_core.train train3: resumable, checkpoints every few minutes, exports the head."""
     from ..target import load_target
-    from .data import load_shards
+    from .ids import load_training_data
 
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
     target = load_target(args.model)
-    records = load_shards(args.data, skip=args.holdout_shards, limit=args.max_shards)
+    records, _ = load_training_data(args.data, target, args.holdout_shards, args.max_shards, args.holdout_every)
     if not records:
-        raise SystemExit(f"no shards in {args.data}: run `python -m eagle_core.train gen` first")
+        raise SystemExit(f"no training data in {args.data}: run `python -m eagle_core.train ids-fixed` or `gen` first")
     V = target.vocab_size
     vocab = draft_vocabulary3(records, min(args.draft_vocab or V, V), V)
     torch.manual_seed(args.seed)

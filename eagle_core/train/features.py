@@ -1,0 +1,52 @@
+"""Batches of token ids + loss masks, and the target features of them by ONE teacher-forced forward.
+
+Both trainers read token-id records (ids, prompt_len): EAGLE-2 (loop.py) needs the last hidden
+state after the final norm (what the LM head reads), EAGLE-3 (loop3.py) also the residual stream
+entering three chosen layers. A right-padded batch with an attention mask goes through the target
+once; every real position gets the feature it would get in a forward of its own sequence alone
+(causal attention: padding sits after the real tokens, so no real position can see it, even with
+eagle_core.kernels' CPU attention, which receives no padding mask). One forward over B x T
+tokens keeps the CPU's matrix units far busier than token-by-token decoding does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class IdBatch:
+    ids: torch.Tensor  # (B, T) long, right-padded with 0
+    attention: torch.Tensor  # (B, T) long, 1 on real tokens
+    answer: torch.Tensor  # (B, T) bool, the loss mask: True on answer tokens (position >= prompt_len)
+    lengths: tuple[int, ...]  # real tokens per row (after truncation to max_seq)
+    prompt_lens: tuple[int, ...]
+
+
+def id_batch(records, idx, max_seq: int) -> IdBatch:
+    """Records `idx` (dicts with `ids` and `prompt_len`), each cut to `max_seq` tokens, right-padded."""
+    seqs = [records[i] for i in idx]
+    lengths = tuple(min(len(r["ids"]), max_seq) for r in seqs)
+    T = max(lengths)
+    ids = torch.zeros(len(seqs), T, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for b, (r, n) in enumerate(zip(seqs, lengths)):
+        ids[b, :n] = r["ids"][:n].long()
+        attn[b, :n] = 1
+    pos = torch.arange(T)
+    plen = torch.tensor([r["prompt_len"] for r in seqs])
+    answer = (pos >= plen[:, None]) & attn.bool()
+    return IdBatch(ids, attn, answer, lengths, tuple(int(p) for p in plen))
+
+
+@torch.no_grad()
+def teacher_forced(target, batch: IdBatch, layers: tuple[int, ...] = ()):
+    """-> (final (B, T, H): the last hidden state after the final norm, captured (B, T, len(layers) * H)
+    or None). Values at padded positions are meaningless."""
+    dev = target.device
+    ids, attn = batch.ids.to(dev), batch.attention.to(dev)
+    if layers:
+        return target.forward_layers(ids, tuple(layers), attention_mask=attn)
+    out = target.body(input_ids=ids, attention_mask=attn, use_cache=False)
+    return out.last_hidden_state, None

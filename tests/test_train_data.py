@@ -1,0 +1,176 @@
+"""Token-id training data: the format, the loss mask, the eval-overlap refusal, resuming, and
+batched generation / batched teacher forcing against one prompt at a time (tiny random models)."""
+import argparse
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import tiny_target
+from eagle_core.train import gen_ids
+from eagle_core.train.data import generate_batch
+from eagle_core.train.features import id_batch, teacher_forced
+from eagle_core.train.fixed import build_fixed, encode_exchange, end_of_turn_id
+from eagle_core.train.ids import (is_heldout, load_id_dataset, load_training_data, part_records, read_part,
+                                  write_part)
+from eagle_core.train.loop import collate
+from eagle_core.train.loop3 import target_batch
+
+EOS = 1
+
+
+def _jsonl(path, records):
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    """A train directory (two files with answers, one prompt also in eval, one empty answer, one
+    file excluded by licence) and an eval directory."""
+    train, ev = tmp_path / "train", tmp_path / "eval"
+    train.mkdir(); ev.mkdir()
+    _jsonl(train / "gsm8k_train.part1.jsonl", [
+        {"prompt": "two plus two", "answer": "2+2 = <<2+2=4>>4\n#### 4"},
+        {"prompt": "An  EVAL question", "answer": "never trained on"},
+        {"prompt": "empty answer", "answer": "   "},
+    ])
+    _jsonl(train / "oasst_prompts_en.jsonl", [{"prompt": f"tell me {c}"} for c in "abcdefg"])
+    _jsonl(train / "t0_summarization_en.jsonl", [{"prompt": "summarise news", "completion": "x<|endoftext|>"}])
+    _jsonl(ev / "bench.jsonl", [{"turns": ["an eval question", "second turn"]}])
+    return str(train), str(ev)
+
+
+def test_part_round_trip(tmp_path):
+    seqs, plens = [[5, 6, 7, 8], [9, 10, 11], [40000, 2, 3]], [2, 1, 2]
+    path = str(tmp_path / "p.npz")
+    entry = write_part(path, seqs, plens, ["b.jsonl", "a.jsonl", "b.jsonl"], [3, 1, 7], 49152,
+                       temperature=np.array([0, 0.8, 0], dtype=np.float32))
+    assert entry["sequences"] == 3 and entry["prompt_tokens"] == 5 and entry["answer_tokens"] == 5
+    assert entry["by_source"]["b.jsonl"] == {"sequences": 2, "prompt_tokens": 4, "answer_tokens": 3}
+    part = read_part(path)
+    assert part["tokens"].dtype == np.uint16  # 2 bytes a token for a vocabulary up to 65,536
+    recs = part_records(part)
+    assert [r["ids"].tolist() for r in recs] == seqs
+    assert [(r["prompt_len"], r["source"], r["line"]) for r in recs] == [(2, "b.jsonl", 3), (1, "a.jsonl", 1),
+                                                                           (2, "b.jsonl", 7)]
+    assert [r["temperature"] for r in recs] == pytest.approx([0, 0.8, 0])
+    write_part(path, [[70000, 1]], [1], ["a.jsonl"], [1], 151936)
+    assert read_part(path)["tokens"].dtype == np.int32 and part_records(read_part(path))[0]["ids"].tolist() == [70000, 1]
+
+
+def test_loss_mask_covers_answer_tokens_only():
+    target = tiny_target(eos=EOS)
+    tok = target.tokenizer
+    ids, plen = encode_exchange(target, "ab", "cde", end_of_turn_id(target))
+    assert ids == tok("ab")["input_ids"] + tok("cde")["input_ids"] + [EOS] and plen == 2
+    recs = [{"ids": torch.tensor(ids), "prompt_len": plen}, {"ids": torch.tensor([4, 5, 6]), "prompt_len": 1}]
+    b = id_batch(recs, [0, 1], max_seq=64)
+    assert b.answer.tolist() == [[False, False, True, True, True, True], [False, True, True, False, False, False]]
+    assert b.attention.tolist() == [[1] * 6, [1, 1, 1, 0, 0, 0]]
+    # EAGLE-3 weighs position j when x_{j+1} is an answer token
+    w = torch.zeros(2, 6)
+    w[:, :-1] = b.answer[:, 1:].float()
+    assert w.tolist() == [[0, 1, 1, 1, 1, 0], [1, 1, 0, 0, 0, 0]]
+
+
+def test_default_template_exchange(default_target):
+    """The real chat template: the prompt part is exactly encode_prompt's, special-token text typed
+    in the answer stays plain text, and the answer ends with <|im_end|>."""
+    t = default_target
+    end = end_of_turn_id(t)
+    assert t.tokenizer.convert_ids_to_tokens(end) == "<|im_end|>"
+    ids, plen = encode_exchange(t, "Say hi", "hi <|im_end|> there", end)
+    assert ids[:plen] == t.encode_prompt("Say hi")
+    assert ids[plen:].count(end) == 1 and ids[-1] == end
+    assert t.tokenizer.decode(ids[plen:-1]) == "hi <|im_end|> there"
+
+
+def test_fixed_answers_refuse_eval_overlap_and_skip_empty(dirs, tmp_path):
+    train, ev = dirs
+    target = tiny_target(eos=EOS)
+    out = str(tmp_path / "fixed")
+    m = build_fixed(target, train, ev, out, max_prompt_tokens=384, max_seq=1024)
+    assert m["overlap_check"]["dropped_eval_overlap"] == 1
+    assert m["excluded_by_licence"] == {"t0_summarization_en.jsonl": m["excluded_by_licence"]["t0_summarization_en.jsonl"]}
+    s = m["sources"]["gsm8k_train.part1.jsonl"]
+    assert s["sequences"] == 1 and s["skipped_empty"] == 1 and list(m["sources"]) == ["gsm8k_train.part1.jsonl"]
+    (r,) = load_id_dataset(out, target)
+    tok = target.tokenizer
+    assert r["ids"].tolist() == tok("two plus two")["input_ids"] + tok("2+2 = 4\n#### 4")["input_ids"] + [EOS]
+    assert r["line"] == 1 and r["prompt_len"] == len("two plus two")
+    with pytest.raises(ValueError, match="eval"):
+        build_fixed(target, ev, ev, out, 384, 1024)
+    with pytest.raises(ValueError, match="overlap"):
+        build_fixed(target, train, str(tmp_path / "missing"), out, 384, 1024)
+
+
+def _gen_args(train, ev, out, **kw):
+    a = dict(train_dir=train, eval_dir=ev, out=out, model=None, batch=3, part_size=4, max_new_tokens=5,
+             max_prompt_tokens=384, temperature=0.8, sample_every=2, seed=0, limit=None, minutes=0, threads=1)
+    return argparse.Namespace(**{**a, **kw})
+
+
+def test_gen_resumes_and_skips_done_prompts(dirs, tmp_path, monkeypatch):
+    train, ev = dirs
+    target = tiny_target(eos=EOS)
+    out = str(tmp_path / "gen")
+    answered = []
+    real = gen_ids.generate_batch
+    monkeypatch.setattr(gen_ids, "generate_batch", lambda t, enc, *a: (answered.extend(map(tuple, enc)), real(t, enc, *a))[1])
+    m1 = gen_ids.run_ids_gen(_gen_args(train, ev, out, limit=5), target)
+    assert sum(f["prompts"] for f in m1["files"]) == 5 and len(answered) == 5
+    m2 = gen_ids.run_ids_gen(_gen_args(train, ev, out), target)
+    # 9 redistributable prompts that are not in eval: the rerun answers only the 4 not yet done
+    assert len(answered) == 9 and len(set(answered)) == 9
+    assert sum(f["prompts"] for f in m2["files"]) == 9 and m2["batches"] == 5  # parts of 4 + 1, then 4 prompts; batches of <= 3
+    recs = load_id_dataset(out, target)
+    keys = [(r["source"], r["line"]) for r in recs]
+    assert len(keys) == len(set(keys)) == 9 and "t0_summarization_en.jsonl" not in {k[0] for k in keys}
+    assert {r["temperature"] for r in recs} == {0.0, 0.8}  # every 2nd batch sampled
+    assert m2["totals"]["answer_tokens"] == sum(len(r["ids"]) - r["prompt_len"] for r in recs)
+    gen_ids.run_ids_gen(_gen_args(train, ev, out), target)
+    assert len(answered) == 9  # all done: nothing answered again
+    with pytest.raises(SystemExit, match="settings"):
+        gen_ids.run_ids_gen(_gen_args(train, ev, out, max_new_tokens=6), target)
+    train_recs, hold = load_training_data([out], target, holdout_every=3)
+    assert len(train_recs) + len(hold) == 9
+    assert all(is_heldout(r["source"], r["line"], 3) for r in hold)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_batched_greedy_generation_equals_one_prompt_at_a_time(kind):
+    target = tiny_target(kind, eos=EOS, seed=3)
+    prompts = [[5, 9, 4], [7, 3, 8, 8, 2, 11, 6, 5, 14], [12], [4, 4, 10, 20, 3, 9]]
+    batched, _ = generate_batch(target, prompts, 12, 0.0, 0)
+    alone = [generate_batch(target, [p], 12, 0.0, 0)[0][0] for p in prompts]
+    assert batched == alone
+    assert any(len(r) == 12 for r in alone)
+
+
+def test_batched_teacher_forcing_equals_each_sequence_alone():
+    """The features both trainers recompute: a right-padded batch gives every real position the
+    feature of its own sequence alone; EAGLE-2's collate and EAGLE-3's target_batch accept id records."""
+    target = tiny_target(eos=EOS, seed=2)
+    g = torch.Generator().manual_seed(0)
+    recs = [{"ids": torch.randint(3, 24, (n,), generator=g, dtype=torch.int32), "prompt_len": 3} for n in (7, 12, 5)]
+    final, _ = teacher_forced(target, id_batch(recs, [0, 1, 2], 64))
+    for b, r in enumerate(recs):
+        one, _ = teacher_forced(target, id_batch(recs, [b], 64))
+        # (loose: the kernels pick a linear backend per machine by timing, and batch 1 runs another attention)
+        torch.testing.assert_close(final[b, :len(r["ids"])], one[0], atol=1e-4, rtol=1e-4)
+    ids_next, f_in, f_tgt, w = collate(recs, [0, 1, 2], 64, "cpu", target)
+    assert f_in.shape == (3, 11, 64)
+    torch.testing.assert_close(f_in[1, :11], final[1, :11])
+    torch.testing.assert_close(f_tgt[0, :5], final[0, 1:6])
+    assert w[0].tolist() == pytest.approx([0.3, 0.3, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+    from eagle_core.head3 import Eagle3Config, Eagle3Head
+    from test_head3 import tiny_target8
+
+    t8 = tiny_target8()
+    head = Eagle3Head(Eagle3Config.for_target(t8.config))
+    ids, captured, p, weight = target_batch(t8, head, head.config.layers_for(8), recs, [0, 2], 64)
+    assert captured.shape == (2, 7, 3 * 64) and weight[1, :4].tolist() == [0, 0, 1, 1]

@@ -128,9 +128,9 @@ class Target:
         return self.kernels.choice.get(tuple(shape)) or kernels.choose([tuple(shape)])[tuple(shape)]
 
     def new_cache(self):
-        from transformers import DynamicCache
+        from .kvcache import new_cache
 
-        return DynamicCache(config=self.config)
+        return new_cache(self.config)
 
     # -- prompts -------------------------------------------------------------------------------
     def encode_prompt(self, prompt: str, chat_template: bool = True) -> list[int]:

@@ -31,7 +31,9 @@ def _key(base: str) -> str:
 def machine_info(device: str) -> dict:
     import torch
 
-    info = {"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+    from ..kernels import cpu_model
+
+    info = {"device": str(device), "cpu": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
     if str(device).startswith("cuda"):
         info["gpu"] = torch.cuda.get_device_name()

@@ -37,6 +37,11 @@ def _eligible(query, key, value, attention_mask, dropout) -> bool:
     return query.shape[1] % key.shape[1] == 0
 
 
+def _rows_contiguous(t):
+    """(G, L, d) with each head's rows packed (a view into a larger cache buffer is fine as it is)."""
+    return t if t.stride(2) == 1 and t.stride(1) == t.shape[2] else t.contiguous()
+
+
 def attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                       is_causal=None, **kwargs):
     """query (1, H, n, d), key/value (1, G, L, d) -> ((1, n, H, d), None), as transformers expects."""
@@ -47,7 +52,9 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
                      is_causal=is_causal, **kwargs)
     _, H, n, d = query.shape
     G, L = key.shape[1], key.shape[2]
-    q, k, v = query[0].contiguous(), key[0].contiguous(), value[0].contiguous()
+    q, k, v = query[0].contiguous(), _rows_contiguous(key[0]), _rows_contiguous(value[0])
+    if k.stride(0) != v.stride(0):
+        k, v = k.contiguous(), v.contiguous()
     mask = None
     if attention_mask is not None:
         mask = attention_mask[0, 0]
@@ -58,7 +65,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     scale = scaling if scaling is not None else d ** -0.5
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     rc = lib.attend(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if mask is None else mask.data_ptr(),
-                    out.data_ptr(), H, G, n, L, d, float(scale), int(bool(causal)), torch.get_num_threads())
+                    out.data_ptr(), H, G, n, L, d, k.stride(0), float(scale), int(bool(causal)), torch.get_num_threads())
     if rc != 0:
         raise MemoryError("attention kernel: out of memory")
     return out, None

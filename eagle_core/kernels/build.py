@@ -18,7 +18,8 @@ from ..paths import cache_root
 
 HERE = os.path.dirname(__file__)
 SOURCES = [os.path.join(HERE, "smallgemm.c"), os.path.join(HERE, "attention.c")]
-CFLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC"]
+# -ffp-contract=off: no silent a*b+c -> fma fusion, so the C expressions round the same everywhere
+CFLAGS = ["-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC"]
 
 
 def cache_dir() -> str:
@@ -69,7 +70,8 @@ def library():
             lib.smallgemm.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
             lib.stream_read.argtypes = [vp, i64, ctypes.c_int]
             lib.stream_read.restype = ctypes.c_float
-            lib.attend.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, ctypes.c_float, ctypes.c_int, ctypes.c_int]
+            lib.attend.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, i64, ctypes.c_float, ctypes.c_int,
+                                   ctypes.c_int]
         except (OSError, subprocess.SubprocessError) as e:
             err = getattr(e, "stderr", b"") or b""
             why = f"could not build the CPU kernels: {e} {err.decode(errors='replace')[:300]}".strip()

@@ -1,0 +1,98 @@
+"""Which EAGLE-2 tree decodes fastest here: vanilla and several trees, interleaved per prompt.
+
+    python -m eagle_core.bench.tree_sweep --prompts ../shared/data/eval/mt_bench_question.jsonl \
+        --limit 12 --trees "2,2,4;3,3,6;3,4,8;4,4,10;4,6,12;5,6,16;5,8,24" --threads 2
+
+Each prompt is decoded by vanilla and by EAGLE-2 with every tree (depth,top_k,total_tokens, the
+order of config.parse_tree) one after another, so a drift in machine speed hits all settings
+alike; the table gives tokens/s, tau and the speedup over vanilla summed over all prompts, and
+whether every greedy output equals vanilla's. The winner is what the `cpu` preset should be.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from ..config import DecodeSettings, parse_tree
+from .prompts import load_prompts
+from .report import machine_info
+
+
+def sweep(engine, prompts, trees, max_new_tokens: int = 128, log=print) -> dict:
+    """{"vanilla": {...}, "d,k,t": {...}}: tokens, seconds, cycles, tau and identical-output counts."""
+    base = DecodeSettings(method="vanilla", max_new_tokens=max_new_tokens)
+    settings = {"vanilla": base}
+    settings.update({f"{t.depth},{t.top_k},{t.total_tokens}": base.with_(method="eagle2", depth=t.depth,
+                     tree_top_k=t.top_k, total_tokens=t.total_tokens) for t in trees})
+    engine.run(prompts[0].text, base.with_(max_new_tokens=8))  # warm-up
+    stats = {name: dict(tokens=0, seconds=0.0, cycles=0, committed=0.0, identical=0, prompts=0) for name in settings}
+    for p in prompts:
+        vanilla_ids = None
+        for name, s in settings.items():
+            t0 = time.perf_counter()
+            r = engine.run(p.text, s).summary
+            wall = time.perf_counter() - t0
+            st = stats[name]
+            st["tokens"] += r.new_tokens
+            st["seconds"] += wall
+            st["cycles"] += r.cycles
+            st["committed"] += r.tau * r.cycles  # trace.tau's count, before the stop cut
+            st["prompts"] += 1
+            if name == "vanilla":
+                vanilla_ids = list(r.token_ids)
+            st["identical"] += int(list(r.token_ids) == vanilla_ids)
+        log(f"prompt {p.index}: " + ", ".join(f"{n} {stats[n]['tokens'] / stats[n]['seconds']:.1f}" for n in stats))
+    for st in stats.values():
+        st["tokens_per_s"] = st["tokens"] / st["seconds"]
+        st["tau"] = st["committed"] / max(st["cycles"], 1)
+    v = stats["vanilla"]["tokens"] / stats["vanilla"]["seconds"]
+    for st in stats.values():
+        st["speedup"] = st["tokens_per_s"] / v
+    return stats
+
+
+def render_markdown(stats: dict, info: dict) -> str:
+    lines = [f"CPU: {info.get('cpu', '?')}, {info.get('threads')} threads, {stats['vanilla']['prompts']} prompts.", "",
+             "| setting (depth,top_k,total) | tokens/s | tau | speedup over vanilla | greedy identical |",
+             "|---|---|---|---|---|"]
+    for name, st in stats.items():
+        lines.append(f"| {name} | {st['tokens_per_s']:.1f} | {st['tau']:.2f} | {st['speedup']:.2f}x | "
+                     f"{st['identical']}/{st['prompts']} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.tree_sweep", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prompts", required=True)
+    ap.add_argument("--limit", type=int, default=12)
+    ap.add_argument("--trees", default="2,2,4;3,3,6;3,4,8;4,4,10;4,6,12;5,6,16;5,8,24")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--json-out", default=None)
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from ..decode import Engine
+    from ..default_head import load_default_head
+    from ..target import load_target
+
+    trees = [parse_tree(t) for t in args.trees.split(";") if t.strip()]
+    target = load_target()
+    head, vocab, name = load_default_head(target)
+    engine = Engine(target, head, vocab, name)
+    prompts = load_prompts(args.prompts, limit=args.limit)
+    stats = sweep(engine, prompts, trees, args.max_new_tokens)
+    info = {**machine_info(target.device), "kernels": target.describe()}
+    md = render_markdown(stats, info)
+    print(md)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"machine": info, "args": vars(args), "stats": stats}, f, indent=1)
+    return stats
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,8 @@
 """Watch EAGLE decode, step by step, beside vanilla decoding.  Run: python app.py
 
-Layout (Gradio's own style): the callbacks live in app_callbacks.py, this file holds the Blocks
-layout, then the event wiring, then the launch. The model is read-only and shared (loaded on the
+Layout (Gradio's own style): the callbacks live in app_callbacks.py (decoding), app_views.py
+(the named outputs, renderers, scrubber) and app_traces.py (download / load); this file holds
+the Blocks layout, then the event wiring, then the launch. The model is read-only and shared (loaded on the
 engine thread at start, app_runtime.ModelHolder); everything per user lives in a gr.State dict;
 decoding runs through eagle_core only, figures come from viz/.
 """
@@ -12,8 +13,11 @@ import time
 import gradio as gr
 
 import app_callbacks as cb
+import app_traces as traces
+import app_views as views
 import viz
-from app_callbacks import MODEL, OUT, VIEW
+from app_callbacks import MODEL
+from app_views import OUT, VIEW
 from eagle_core import METHOD_LABELS, METHODS, PRESETS
 from viz.examples import TRACE_DIR as EXAMPLE_DIR
 from viz.examples import cartesian_tree_cycle, example_prompts, example_traces
@@ -43,7 +47,7 @@ THEME = gr.themes.Soft(primary_hue="blue", neutral_hue="slate", font=[gr.themes.
 
 with gr.Blocks(title="EAGLE speculative decoding, step by step", delete_cache=(900, 3600)) as demo:
     # delete_cache: uploads and served downloads are removed from Gradio's cache after an hour
-    state_box = gr.State(cb.new_state(), time_to_live=3 * 3600)
+    state_box = gr.State(views.new_state(), time_to_live=3 * 3600)
     run_box = gr.State(None)  # id of this tab's latest Generate (its own stop flag, app_callbacks.RunFlags)
     gr.Markdown("# EAGLE speculative decoding, step by step\nA small head drafts a **tree** of tokens from the "
                 "model's own features; the model checks the whole tree in **one** forward pass and keeps the "
@@ -130,7 +134,7 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step", delete_cache=(9
                       slider=slider, comparison=comparison, replay=replay, acclen=acclen_plot, depth=depth_plot,
                       timing=timing_plot, state=state_box, status=status_md, download=download,
                       examples=examples_dd, model=model_md, upload=upload)
-    ALL = [COMPONENTS[name] for name in OUT]  # every callback returns values in app_callbacks.OUT order
+    ALL = [COMPONENTS[name] for name in OUT]  # every callback returns values in app_views.OUT order
     VIEWS = [COMPONENTS[name] for name in VIEW]
     settings_in = [prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k, max_new,
                    seed]
@@ -145,17 +149,17 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step", delete_cache=(9
     stop_btn.click(cb.stop, None, None, queue=False)
     # .input fires for a drag and for a typed number (the box has no Enter event); always_last drops the
     # cycles dragged past while one was drawing
-    slider.input(cb.show, [state_box, slider], VIEWS, trigger_mode="always_last", show_progress="hidden")
-    prev_btn.click(lambda s, k: cb.shift(s, k, -1), [state_box, slider], VIEWS)
-    next_btn.click(lambda s, k: cb.shift(s, k, +1), [state_box, slider], VIEWS)
+    slider.input(views.show, [state_box, slider], VIEWS, trigger_mode="always_last", show_progress="hidden")
+    prev_btn.click(lambda s, k: views.shift(s, k, -1), [state_box, slider], VIEWS)
+    next_btn.click(lambda s, k: views.shift(s, k, +1), [state_box, slider], VIEWS)
     play_btn.click(lambda: gr.Timer(active=True), None, play_timer)
     pause_btn.click(lambda: gr.Timer(active=False), None, play_timer)
-    play_timer.tick(cb.play_tick, [state_box, slider], VIEWS + [play_timer])
-    replay_btn.click(lambda s: cb.summary_views(s)["replay"], state_box, replay)
+    play_timer.tick(views.play_tick, [state_box, slider], VIEWS + [play_timer])
+    replay_btn.click(lambda s: views.summary_views(s)["replay"], state_box, replay)
     preset.change(cb.apply_preset, preset, [depth, tree_top_k, total_tokens])
-    learn_tab.select(cb.learn_views, [state_box, slider], [learn_tree, learn_mask, learn_probs])
-    upload.upload(cb.upload_trace, upload, ALL)
-    examples_dd.input(cb.load_example, examples_dd, ALL)
+    learn_tab.select(views.learn_views, [state_box, slider], [learn_tree, learn_mask, learn_probs])
+    upload.upload(traces.upload_trace, upload, ALL)
+    examples_dd.input(traces.load_example, examples_dd, ALL)
     status_timer.tick(cb.model_status, None, [model_md, status_timer])
     demo.load(cb.on_page_load, None, ALL)
     demo.unload(cb.forget_session)

@@ -1,5 +1,7 @@
-"""The app's callbacks: pure functions of their inputs and the tab's state, returning values for
-the named outputs in OUT (app.py maps the names to components). Nothing here builds a widget.
+"""The app's decoding callbacks: Generate, Step and Stop, the one decode line they share, the
+per-tab stop flags, and the page's own events (load, model status, presets). They return values
+for the named outputs in app_views.OUT; the views and status lines are in app_views.py, the
+Traces tab's callbacks in app_traces.py. Nothing here builds a widget.
 
 Timing. Both timed runs (EAGLE, then vanilla) get the same treatment: while either runs, the
 page receives only a one-line text progress update at most twice a second; the text, the tree,
@@ -11,164 +13,29 @@ draws every step.
 from __future__ import annotations
 
 import itertools
-import os
 import queue
 import threading
 import time
 
 import gradio as gr
 
-import viz
-from app_runtime import (RUN_BUDGET_S, DecodeLine, Worker, check_prompt, model_from_env, parse_settings,
-                         readable_cycle, readable_run, trace_dir)
+from app_runtime import ENGINE_THREAD, RUN_BUDGET_S, DecodeLine, Worker, check_prompt, model_from_env, parse_settings
+from app_tokens import readable_cycle, readable_run
+from app_traces import load_example, remove_tab_folder, save_trace
+from app_views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs,
+                       progress_line, refuse, session_id, summary_views)
 from eagle_core import PRESETS
 from eagle_core.trace import tau
-from viz.examples import example_traces, load_trace_file
-from viz.style import md_text
+from viz.examples import example_traces
 
 MODEL = model_from_env()
 LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every tab
 UI_INTERVAL_S = 0.5  # progress line at most twice a second while a timed run decodes
 SETTLE_S = 0.3  # after clearing the page, let the browser draw it before the clock starts
-TRACE_DIR = trace_dir()
-
-VIEW = ("text", "tree", "mask", "probs", "caption", "slider")
-SUMMARY = ("comparison", "replay", "acclen", "depth", "timing")
-OUT = VIEW + SUMMARY + ("state", "status", "download", "examples", "model", "upload")
 TIMED_NOTE = ("Timed with live drawing paused: while each run decoded, the page showed only a one-line "
               "progress update; the text, tree and charts were drawn after both runs finished. EAGLE ran "
               "first, then vanilla, same prompt and settings, one after the other on {threads} CPU "
               "thread(s). The replay below plays both at the measured pace.")
-TRACE_NOTE = "Timings as recorded in the trace (measured when it was made, on the machine that made it)."
-REASONS = {"max_new_tokens": "reached max new tokens", "eos": "the model ended its answer",
-           "context_full": "the model's context is full", "stopped": "stopped early"}
-
-
-def outputs(**named) -> tuple:
-    """Values for OUT in order; outputs not named are left as they are (gr.skip)."""
-    unknown = set(named) - set(OUT)
-    assert not unknown, f"unknown outputs {unknown}"
-    return tuple(named.get(name, gr.skip()) for name in OUT)
-
-
-def named(values) -> dict:
-    """The inverse of `outputs`, for tests: {name: value} of the outputs that were set."""
-    return {name: v for name, v in zip(OUT, values) if not (isinstance(v, dict) and v == gr.skip())}
-
-
-def new_state(eagle=None, vanilla=None, title="", source=None) -> dict:
-    main = eagle or vanilla
-    return {"eagle": eagle, "vanilla": vanilla, "title": title, "cycles": list(main.cycles) if main else [],
-            "stepper": None, "step_key": None, "source": source, "note": TRACE_NOTE if main else ""}
-
-
-# ---------------------------------------------------------------------------------- renderers
-def cycle_views(state: dict, k: int | None) -> dict:
-    """{text, tree, mask, probs, caption, slider} for cycle k (1-based; None = the last)."""
-    cycles = state["cycles"]
-    if not cycles:
-        blank = viz.empty_figure("Press Generate (or Step) to draw the draft tree.")
-        return dict(text=viz.colored_text_html([]), tree=blank, mask=viz.empty_figure("Tree-attention mask", 260),
-                    probs=blank, caption="", slider=gr.Slider(minimum=1, maximum=2, value=1, label="Cycle"))
-    n = len(cycles)
-    i = min(max(int(k or n), 1), n) - 1
-    c = cycles[i]
-    return dict(text=viz.colored_text_html(cycles, selected=c.step), tree=viz.tree_figure(c), mask=viz.mask_figure(c),
-                probs=viz.probs_figure(c), caption=viz.cycle_caption(c, n),
-                slider=gr.Slider(minimum=1, maximum=max(n, 2), value=i + 1, step=1, label=f"Cycle (of {n})"))
-
-
-def summary_views(state: dict) -> dict:
-    e, v = state["eagle"], state["vanilla"]
-    cycles = state["cycles"]
-    return dict(comparison=viz.comparison_html(e, v, note=state.get("note", "")),
-                replay=viz.replay_html(e, v, nonce=int(time.time() * 1000)),
-                acclen=viz.accepted_length_figure(cycles), depth=viz.acceptance_by_depth_figure(cycles),
-                timing=viz.timing_figure(e, v))
-
-
-def cleared_views(what: str) -> dict:
-    """Placeholders for every view while a new run is on its way (nothing from the last run stays)."""
-    wait = viz.empty_figure(f"Drawn {what}.", height=200)
-    msg = f"Decoding… the text, the draft tree and every chart are drawn {what}."
-    return dict(text=viz.colored_text_html([], placeholder=msg), tree=wait, mask=wait, probs=wait, caption="",
-                slider=gr.Slider(minimum=1, maximum=2, value=1, label="Cycle"),
-                comparison=viz.comparison_html(None, None, placeholder=f"The comparison appears {what}."),
-                replay=viz.replay_html(None, None, placeholder=f"The paced replay appears {what}."),
-                acclen=wait, depth=wait, timing=wait)
-
-
-def showcase_cycle(cycles) -> int | None:
-    """1-based index of the cycle to show when a run ends: the one that accepted the most drafts
-    (the earliest of equals), so the page opens on a real tree rather than on a final cycle
-    that had no room left to draft."""
-    drafted = [c for c in cycles if c.n_draft > 0]
-    if not drafted:
-        return None
-    best = max(drafted, key=lambda c: (c.accepted_drafts, -c.step))
-    return cycles.index(best) + 1
-
-
-def all_views(state: dict) -> dict:
-    return {**cycle_views(state, showcase_cycle(state["cycles"])), **summary_views(state)}
-
-
-def session_id(request: gr.Request | None) -> str:
-    return getattr(request, "session_hash", None) or "local"
-
-
-def reason_text(run, how: str = "") -> str:
-    s = run.summary
-    why = REASONS.get(s.stop_reason, md_text(s.stop_reason.replace("_", " ")))
-    if how and s.stop_reason == "stopped":
-        why = how
-    if s.new_tokens == 0:
-        return (f"produced no tokens ({why}) after reading a {s.prompt_tokens:,}-token prompt in "
-                f"{s.prefill_ms / 1e3:.1f} s")
-    return why
-
-
-def done_status(state: dict, how: dict | None = None) -> str:
-    parts = []
-    for kind, label in (("eagle", "EAGLE"), ("vanilla", "vanilla")):
-        r = state[kind]
-        if r is not None:
-            s = r.summary
-            parts.append(f"**{label}**: {s.new_tokens} tokens, {s.tokens_per_s:.1f} tok/s, τ {s.tau:.2f} "
-                         f"({reason_text(r, (how or {}).get(kind, ''))})")
-    return "Done. " + " · ".join(parts) if parts else ""
-
-
-def progress_line(kind: str, tokens: int, cycles: int, started: float, max_new: int, before: str = "") -> str:
-    """The only thing sent to the page while a timed run decodes. No rate until it means something."""
-    name = "EAGLE" if kind == "eagle" else "vanilla"
-    dt = time.perf_counter() - started
-    rate = f" · ≈ {tokens / dt:.1f} tok/s so far" if dt >= 2.0 and cycles >= 3 else ""
-    return (f"{before}⏱ **{name}** decoding (timed; figures drawn after both runs) · {min(tokens, max_new)}/{max_new} "
-            f"tokens · {cycles} cycles · {dt:.0f} s{rate}")
-
-
-def save_trace(state: dict, sid: str):
-    """The download button for this tab's run: the shipped file itself for an example, else one
-    file per tab in TRACE_DIR (the previous one removed; the folder goes when the tab closes)."""
-    if state["eagle"] is None and state["vanilla"] is None:
-        return gr.DownloadButton(value=None, interactive=False)
-    if state.get("source"):
-        return gr.DownloadButton(value=state["source"], interactive=True)
-    folder = os.path.join(TRACE_DIR, "".join(ch for ch in sid if ch.isalnum())[:40] or "tab")
-    os.makedirs(folder, exist_ok=True)
-    for old in os.listdir(folder):
-        os.remove(os.path.join(folder, old))
-    path = os.path.join(folder, f"eagle-trace-{time.strftime('%Y%m%d-%H%M%S')}.json")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(viz.bundle_to_json(state["eagle"], state["vanilla"], title=state.get("title", "")))
-    return gr.DownloadButton(value=path, interactive=True)
-
-
-def refuse(message: str) -> tuple:
-    """A bad input: a warning toast and a line in the status; every figure stays as it was."""
-    gr.Warning(message, title="Please check the input")
-    return outputs(status=f"⚠ {md_text(message)}")
 
 
 # ---------------------------------------------------------------------------------- stop flags
@@ -232,13 +99,10 @@ def stop(request: gr.Request = None):
 
 
 def forget_session(request: gr.Request = None):
+    """A closed tab (demo.unload): its runs stop, its flags and its download folder go."""
     sid = session_id(request)
     RUNS.forget(sid)
-    folder = os.path.join(TRACE_DIR, "".join(ch for ch in sid if ch.isalnum())[:40] or "tab")
-    if os.path.isdir(folder):
-        for name in os.listdir(folder):
-            os.remove(os.path.join(folder, name))
-        os.rmdir(folder)
+    remove_tab_folder(sid)
 
 
 # ---------------------------------------------------------------------------------- decoding
@@ -400,9 +264,7 @@ def _step(engine, prompt, settings, state, sid) -> tuple:
         state.update(stepper=(gen, iter(gen)), step_key=key)
     gen, it = state["stepper"]
     tok = engine.target.tokenizer
-    from app_runtime import ENGINE_THREAD  # all torch work on the engine thread
-
-    rec = ENGINE_THREAD.submit(next, it, None).result()
+    rec = ENGINE_THREAD.submit(next, it, None).result()  # all torch work on the engine thread
     if rec is not None:
         state["cycles"].append(readable_cycle(rec, tok))
         status = (f"Step mode (not timed): cycle {len(state['cycles'])} done, τ so far {tau(state['cycles']):.2f}. "
@@ -422,77 +284,7 @@ def _step(engine, prompt, settings, state, sid) -> tuple:
                    examples=None if fresh else gr.skip())
 
 
-# ---------------------------------------------------------------------------------- scrubbing
-def show(state, k):
-    """A typed or dragged cycle number: draw that cycle (the slider itself is left alone unless
-    the number was out of range)."""
-    views = cycle_views(state, k)
-    n = len(state["cycles"])
-    if n and k is not None and 1 <= int(k) <= n:
-        views["slider"] = gr.skip()
-    return tuple(views[name] for name in VIEW)
-
-
-def shift(state, k, delta):
-    n = len(state["cycles"])
-    views = cycle_views(state, min(max(int(k or 1) + delta, 1), max(n, 1)))
-    return tuple(views[name] for name in VIEW)
-
-
-def play_tick(state, k):
-    n = len(state["cycles"])
-    nxt = int(k or 0) + 1
-    if nxt > n:
-        return (gr.skip(),) * len(VIEW) + (gr.Timer(active=False),)
-    views = cycle_views(state, nxt)
-    return tuple(views[name] for name in VIEW) + (gr.Timer(active=nxt < n),)
-
-
-def learn_views(state, k):
-    views = cycle_views(state, k)
-    return views["tree"], views["mask"], views["probs"]
-
-
-# ---------------------------------------------------------------------------------- traces
-def load_trace(path, title="", source=None, request: gr.Request = None) -> tuple:
-    """Load a saved trace (upload or shipped example) into this tab: every view, no model needed.
-    An uploaded file is deleted once read (Gradio keeps its own copy only until its cache expires)."""
-    if not path:
-        return outputs()
-    try:
-        eagle, vanilla = load_trace_file(path)
-    except (ValueError, OSError) as e:
-        gr.Warning(f"Could not load this trace: {e}", title="Bad trace file")
-        return outputs(status=f"⚠ Could not load this trace: {md_text(e)}", upload=None)
-    finally:
-        if source is None:
-            _remove_upload(path)
-    state = new_state(eagle, vanilla, title or os.path.basename(path), source)
-    s = (eagle or vanilla).summary
-    status = (f"Replaying **{md_text(state['title'])}** — {md_text(s.method)}, {md_text(s.model or 'unknown model')}, "
-              f"{len(state['cycles'])} cycles. No model needed to explore it.")
-    return outputs(**all_views(state), state=state, status=status, download=save_trace(state, session_id(request)),
-                   examples=title if source else None, upload=None if source is None else gr.skip())
-
-
-def _remove_upload(path: str) -> None:
-    from gradio.utils import get_upload_folder
-
-    upload_root = os.path.realpath(get_upload_folder())
-    real = os.path.realpath(path)
-    if real.startswith(upload_root + os.sep) and os.path.isfile(real):
-        os.remove(real)
-
-
-def upload_trace(path, request: gr.Request = None):
-    return load_trace(path, request=request)
-
-
-def load_example(name, request: gr.Request = None):
-    path = example_traces().get(name)
-    return load_trace(path, name, source=path, request=request) if path else outputs()
-
-
+# ---------------------------------------------------------------------------------- page
 def on_page_load(request: gr.Request = None):
     MODEL.start()
     first = next(iter(example_traces()), None)

@@ -53,6 +53,7 @@ def ui(rounds: int = 3, max_new: int = 24) -> None:
     """tokens/s of the bare engine vs the app's Generate callback (no browser), alternating."""
     import app_callbacks as cb
     import app_runtime
+    import app_views
     from eagle_core import DecodeSettings
     from tests.app_fixtures import default_engine
 
@@ -68,8 +69,8 @@ def ui(rounds: int = 3, max_new: int = 24) -> None:
         bare.append(app_runtime.ENGINE_THREAD.submit(engine.run, PROMPT, settings).result().summary.tokens_per_s)
         req = SimpleNamespace(session_hash="measure")
         run_id = cb.arm(req)
-        outs = list(cb.generate(PROMPT, *args, False, cb.new_state(), run_id, request=req))
-        with_ui.append(cb.named(outs[-1])["state"]["eagle"].summary.tokens_per_s)
+        outs = list(cb.generate(PROMPT, *args, False, app_views.new_state(), run_id, request=req))
+        with_ui.append(app_views.named(outs[-1])["state"]["eagle"].summary.tokens_per_s)
     b, u = statistics.median(bare), statistics.median(with_ui)
     print(f"tokens/s engine alone {b:.2f} {bare}; inside the app {u:.2f} {with_ui}; UI overhead {100 * (1 - u / b):+.1f}%")
 

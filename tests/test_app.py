@@ -15,8 +15,13 @@ import gradio as gr
 import pytest
 
 import app_callbacks as cb
-from app_runtime import MAX_PROMPT_CHARS, DecodeLine, ModelHolder, parse_settings, readable_run, trace_dir
+import app_traces as at
+import app_views as av
+import viz
+from app_runtime import MAX_PROMPT_CHARS, DecodeLine, ModelHolder, parse_settings, trace_dir
+from app_tokens import readable_run
 from tests.app_fixtures import default_engine, free_port, illustration, launched_app
+from viz.examples import example_traces
 
 import app  # noqa: E402  (after the fixtures: importing the app must not load a model)
 
@@ -37,11 +42,11 @@ def req(name: str):
 
 def start_generate(prompt="Say hello.", session="A", compare=True, **kw):
     run_id = cb.arm(req(session))
-    return cb.generate(prompt, *{**GOOD, **kw}.values(), compare, cb.new_state(), run_id, request=req(session))
+    return cb.generate(prompt, *{**GOOD, **kw}.values(), compare, av.new_state(), run_id, request=req(session))
 
 
 def run_generate(prompt="Say hello.", session="A", compare=True, **kw):
-    return [cb.named(o) for o in start_generate(prompt, session, compare, **kw)]
+    return [av.named(o) for o in start_generate(prompt, session, compare, **kw)]
 
 
 def test_importing_the_app_loads_no_model():
@@ -59,12 +64,17 @@ def test_importing_the_app_loads_no_model():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("no model"), proc.stderr[-2000:]
     assert cb.MODEL.engine is not None  # in this process: installed by the fixture
-    assert len(app.ALL) == len(cb.OUT)
+    assert len(app.ALL) == len(av.OUT)
 
 
-def test_app_py_stays_short():
-    with open(app.__file__, encoding="utf-8") as f:
-        assert sum(1 for _ in f) < 400
+def test_app_files_stay_short():
+    """The project's rule (issue 9): no file of the app over 400 lines."""
+    root = os.path.dirname(app.__file__)
+    files = [f for f in os.listdir(root) if f.startswith("app") and f.endswith(".py")]
+    assert {"app.py", "app_callbacks.py", "app_views.py", "app_traces.py", "app_runtime.py"} <= set(files)
+    for name in files:
+        with open(os.path.join(root, name), encoding="utf-8") as f:
+            assert sum(1 for _ in f) < 400, name
 
 
 @pytest.mark.parametrize("kw,msg", [
@@ -104,7 +114,7 @@ def test_zero_tokens_are_explained():
 
     empty = replace(eagle, summary=replace(eagle.summary, new_tokens=0, stop_reason="eos", prompt_tokens=1530,
                                            prefill_ms=26_000.0))
-    text = cb.done_status({"eagle": empty, "vanilla": None})
+    text = av.done_status({"eagle": empty, "vanilla": None})
     assert "produced no tokens (the model ended its answer)" in text and "1,530-token prompt" in text
     assert "26.0 s" in text
 
@@ -124,7 +134,7 @@ def test_generate_draws_nothing_heavy_while_timed():
     status lines only, then every view once at the end."""
     outs = run_generate("Write one line of Python.", max_new=12)
     clear, live, final = outs[0], outs[1:-1], outs[-1]
-    assert set(cb.VIEW + cb.SUMMARY) <= set(clear)  # nothing of the previous run stays
+    assert set(av.VIEW + av.SUMMARY) <= set(clear)  # nothing of the previous run stays
     assert "after both timed runs" in clear["comparison"] and "after both timed runs" in clear["replay"]
     assert all(set(o) == {"status"} for o in live), [set(o) for o in live]
     assert all("tok/s" not in o["status"] or "so far" in o["status"] for o in live)
@@ -141,14 +151,14 @@ def test_generate_draws_nothing_heavy_while_timed():
     path = value["path"] if isinstance(value, dict) else value
     with open(path, encoding="utf-8") as f:
         assert set(json.load(f)["runs"]) == {"eagle", "vanilla"}
-    assert cb.named(cb.load_trace(path, source=path))["state"]["eagle"].summary.text == e.summary.text
+    assert av.named(at.load_trace(path, source=path))["state"]["eagle"].summary.text == e.summary.text
 
 
 def test_progress_line_has_no_rate_at_first():
     """The live status once read "vanilla running · cycle 1 · 62131.1 tok/s"."""
     now = time.perf_counter()
-    assert "tok/s" not in cb.progress_line("vanilla", 2, 1, now - 0.01, 48)
-    assert "≈ 4.0 tok/s so far" in cb.progress_line("vanilla", 12, 11, now - 3.0, 48)
+    assert "tok/s" not in av.progress_line("vanilla", 2, 1, now - 0.01, 48)
+    assert "≈ 4.0 tok/s so far" in av.progress_line("vanilla", 12, 11, now - 3.0, 48)
 
 
 def test_vanilla_only_and_no_compare():
@@ -163,7 +173,7 @@ def test_stop_mid_run_keeps_the_partial_run():
     next(gen)  # the cleared page: decoding starts
     next(gen)
     cb.stop(req("S"))
-    final = cb.named(list(gen)[-1])
+    final = av.named(list(gen)[-1])
     e = final["state"]["eagle"]
     assert e.summary.stop_reason == "stopped" and e.summary.new_tokens < 200
     assert final["state"]["vanilla"] is None  # vanilla never started
@@ -175,13 +185,13 @@ def test_second_generate_then_stop_stops_both():
     first = start_generate("Count from one to fifty in words.", session="G", max_new=200)
     next(first), next(first)
     second_id = cb.arm(req("G"))  # the second click stops the first run ...
-    rest = [cb.named(o) for o in first]
+    rest = [av.named(o) for o in first]
     assert rest[-1]["state"]["eagle"].summary.stop_reason == "stopped"
-    second = cb.generate("Count to fifty.", *{**GOOD, "max_new": 200}.values(), True, cb.new_state(), second_id,
+    second = cb.generate("Count to fifty.", *{**GOOD, "max_new": 200}.values(), True, av.new_state(), second_id,
                          request=req("G"))
     next(second), next(second)
     cb.stop(req("G"))  # ... and Stop reaches the second
-    final = cb.named(list(second)[-1])
+    final = av.named(list(second)[-1])
     assert final["state"]["eagle"].summary.stop_reason == "stopped" and final["state"]["vanilla"] is None
 
 
@@ -190,11 +200,11 @@ def test_stop_while_waiting_in_line_leaves_at_once_and_keeps_the_page():
     other = cb.LINE.join(100)  # another user's run holds the decode slot
     try:
         gen = start_generate(session="Q")
-        waiting = cb.named(next(gen))
+        waiting = av.named(next(gen))
         assert set(waiting) == {"status"} and "ahead of yours" in waiting["status"]
         t0 = time.perf_counter()
         cb.stop(req("Q"))
-        rest = [cb.named(o) for o in gen]
+        rest = [av.named(o) for o in gen]
         assert time.perf_counter() - t0 < 2.0
         assert [set(o) for o in rest] == [{"status"}] and "nothing ran" in rest[-1]["status"]
     finally:
@@ -239,10 +249,10 @@ def test_two_sessions_generate_at_once_without_leaking():
 
 
 def test_step_mode_advances_one_cycle_per_click():
-    state, args = cb.new_state(), {**GOOD, "max_new": 4}
+    state, args = av.new_state(), {**GOOD, "max_new": 4}
     steps = []
     for i in range(6):
-        out = cb.named(list(cb.step("Hi!", *args.values(), state, request=req("P")))[-1])
+        out = av.named(list(cb.step("Hi!", *args.values(), state, request=req("P")))[-1])
         state = out["state"]
         steps.append(len(state["cycles"]))
         if i == 0:  # a new step-by-step run clears the last run's comparison and charts
@@ -255,15 +265,15 @@ def test_step_mode_advances_one_cycle_per_click():
 
 def test_scrubber_and_play_stay_in_range():
     eagle, vanilla = illustration()
-    state = cb.new_state(eagle, vanilla)
-    text, tree, mask, probs, caption, slider = cb.show(state, 2)
+    state = av.new_state(eagle, vanilla)
+    text, tree, mask, probs, caption, slider = av.show(state, 2)
     assert "Cycle 2 of 4" in caption and "eg-sel" in text
     assert slider == gr.skip()  # #10: a typed number is shown, and the box is left as typed
-    assert cb.show(state, 9)[5].value == 4  # out of range: the slider is put back in range
-    assert "Cycle 1 of 4" in cb.shift(state, 1, -1)[4]
-    assert "Cycle 4 of 4" in cb.shift(state, 4, +1)[4]
-    assert cb.play_tick(state, 4)[-1].active is False  # the end: play stops
-    assert "appears here" in cb.cycle_views(cb.new_state(), None)["text"]
+    assert av.show(state, 9)[5].value == 4  # out of range: the slider is put back in range
+    assert "Cycle 1 of 4" in av.shift(state, 1, -1)[4]
+    assert "Cycle 4 of 4" in av.shift(state, 4, +1)[4]
+    assert av.play_tick(state, 4)[-1].active is False  # the end: play stops
+    assert "appears here" in av.cycle_views(av.new_state(), None)["text"]
 
 
 def write(tmp_path, name, text):
@@ -273,7 +283,7 @@ def write(tmp_path, name, text):
 
 
 def refused(path) -> str:
-    out = cb.named(cb.load_trace(path))
+    out = av.named(at.load_trace(path))
     assert set(out) <= {"status", "upload"}, set(out)  # no view replaced, no gr.Error badge
     return out["status"]
 
@@ -312,9 +322,9 @@ def test_trace_strings_are_shown_as_text(tmp_path):
     nodes = (c.nodes[0], replace(c.nodes[1], text="<b>x</b>")) + c.nodes[2:]
     evil = replace(eagle, summary=replace(eagle.summary, model="<img src=x onerror=alert(1)>", method="eagle2"),
                    cycles=(replace(c, nodes=nodes),) + eagle.cycles[1:])
-    out = cb.named(cb.load_trace(write(tmp_path, "evil.json", run_to_json(evil)), "<script>t</script>"))
+    out = av.named(at.load_trace(write(tmp_path, "evil.json", run_to_json(evil)), "<script>t</script>"))
     assert "<img" not in out["status"] and "&lt;img" in out["status"] and "<script>" not in out["status"]
-    first = cb.cycle_views(out["state"], 1)
+    first = av.cycle_views(out["state"], 1)
     assert "<b>x</b>" not in first["caption"] and "&lt;b&gt;x&lt;/b&gt;" in first["caption"]
     labels = [t for tr in first["tree"].data for t in (tr.text or ())]
     assert "&lt;b&gt;x&lt;/b&gt;" in labels and "<b>x</b>" not in labels
@@ -339,8 +349,8 @@ def test_uploads_are_capped_checked_before_reading_and_removed(tmp_path, monkeyp
     eagle, vanilla = illustration()
     path = os.path.join(folder, "trace.json")
     with open(path, "w", encoding="utf-8") as f:
-        f.write(cb.viz.bundle_to_json(eagle, vanilla))
-    out = cb.named(cb.upload_trace(path, request=req("U")))
+        f.write(viz.bundle_to_json(eagle, vanilla))
+    out = av.named(at.upload_trace(path, request=req("U")))
     assert out["state"]["eagle"] is not None and not os.path.exists(path) and out["upload"] is None
     stale = tmp_path / "eagle-traces-999999999-abc"
     stale.mkdir()
@@ -351,10 +361,10 @@ def test_uploads_are_capped_checked_before_reading_and_removed(tmp_path, monkeyp
 def test_trace_files_one_per_tab_removed_on_close():
     """#4: one download file per tab (the previous one removed), the folder removed on unload."""
     eagle, vanilla = illustration()
-    state = cb.new_state(eagle, vanilla)
-    folder = os.path.join(cb.TRACE_DIR, "tabX")
+    state = av.new_state(eagle, vanilla)
+    folder = os.path.join(at.TRACE_DIR, "tabX")
     for _ in range(3):
-        cb.save_trace(state, "tabX")
+        at.save_trace(state, "tabX")
         time.sleep(1.1)  # a new file name each second
     assert len(os.listdir(folder)) == 1
     cb.forget_session(req("tabX"))
@@ -370,25 +380,25 @@ def test_chinese_tokens_are_readable(engine):
     raw = [n.text for c in run.cycles for n in c.nodes]
     assert any("\ufffd" in t for t in raw), "the prompt should produce split characters"
     fixed = readable_run(run, engine.target.tokenizer)
-    state = cb.new_state(fixed, None)
+    state = av.new_state(fixed, None)
     for k in range(1, len(state["cycles"]) + 1):
-        views = cb.cycle_views(state, k)
+        views = av.cycle_views(state, k)
         labels = [t for tr in views["tree"].data for t in (tr.text or ())]
         assert not any("\ufffd" in t for t in labels), labels
         assert "\ufffd" not in views["text"] and "\ufffd" not in views["caption"]
-    assert "eg-draft" in cb.cycle_views(state, None)["text"] or "eg-bonus" in cb.cycle_views(state, None)["text"]
+    assert "eg-draft" in av.cycle_views(state, None)["text"] or "eg-bonus" in av.cycle_views(state, None)["text"]
 
 
 def test_example_traces_load_and_name_the_dropdown():
     """#11: the Example traces dropdown names the example on screen (it was blank)."""
-    names = list(cb.example_traces())
+    names = list(example_traces())
     assert len(names) >= 3
     for name in names:
-        out = cb.named(cb.load_example(name))
+        out = av.named(at.load_example(name))
         assert out["state"]["cycles"] and out["examples"] == name, name
         assert out["download"].value  # the shipped file itself: no copy per page load
-    assert cb.named(cb.on_page_load(req("L")))["examples"] == names[0]
-    shipped = [n.text for name in names for c in cb.named(cb.load_example(name))["state"]["cycles"] for n in c.nodes]
+    assert av.named(cb.on_page_load(req("L")))["examples"] == names[0]
+    shipped = [n.text for name in names for c in av.named(at.load_example(name))["state"]["cycles"] for n in c.nodes]
     assert not any("\ufffd" in t for t in shipped), "regenerate: python app_runtime.py --make-traces"
 
 
@@ -405,7 +415,7 @@ def test_stop_reasons_read_as_words():
     from dataclasses import replace
 
     stopped = replace(eagle, summary=replace(eagle.summary, stop_reason="stopped"))
-    text = cb.done_status({"eagle": stopped, "vanilla": vanilla}, {"eagle": "stopped by you"})
+    text = av.done_status({"eagle": stopped, "vanilla": vanilla}, {"eagle": "stopped by you"})
     assert "(stopped by you)" in text and "(reached max new tokens)" in text and "stopped: " not in text
 
 

@@ -115,9 +115,21 @@ class SmallGemm:
         packed, n, k = state
         m = x.shape[0]
         y = torch.empty(m, n)
-        library().smallgemm(x.data_ptr(), m, k, packed.data_ptr(), n, k,
-                            None if bias is None else bias.data_ptr(), y.data_ptr(), n, torch.get_num_threads())
+        _SMALLGEMM[0](x.data_ptr(), m, k, packed.data_ptr(), n, k, None if bias is None else bias.data_ptr(),
+                      y.data_ptr(), n, torch.get_num_threads())
         return y
+
+
+class _LazyFn(list):
+    """[the library's smallgemm], looked up on first use: a decode calls it ~200 times a step."""
+
+    def __getitem__(self, i):
+        if not len(self):
+            self.append(library().smallgemm)
+        return list.__getitem__(self, i)
+
+
+_SMALLGEMM = _LazyFn()
 
 
 BACKENDS = {b.name: b for b in (SmallGemm, OneDnn, OpenBlas, Mkl)}
@@ -138,22 +150,21 @@ class Linear(nn.Module):
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, backend={self.backend.name}"
 
-    def _fast(self, x) -> bool:
-        return (x.device.type == "cpu" and x.dtype == torch.float32 and self.weight.dtype == torch.float32
-                and not (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)))
-
     def forward(self, x):
-        if not self._fast(x):
-            return F.linear(x, self.weight, self.bias)
-        version = _version(self.weight)
-        if self._state is None or self._version != version:
+        w = self.weight
+        if (x.dtype is not torch.float32 or w.dtype is not torch.float32 or x.device.type != "cpu"
+                or (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))):
+            return F.linear(x, w, self.bias)  # training, other dtypes and devices: stock
+        version = _version(w)
+        if self._version != version:
             with torch.no_grad():
-                self._state = self.backend.prepare(self.weight.detach())
+                self._state = self.backend.prepare(w.detach())
             self._version = version
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.in_features).contiguous()
-        bias = None if self.bias is None else self.bias.detach().contiguous()
-        return self.backend.run(self._state, x2, bias).view(*lead, self.out_features)
+        x2 = x.reshape(-1, self.in_features)
+        if not x2.is_contiguous():
+            x2 = x2.contiguous()
+        bias = None if self.bias is None else self.bias.detach()
+        return self.backend.run(self._state, x2, bias).view(*x.shape[:-1], self.out_features)
 
 
 def _version(t: torch.Tensor):

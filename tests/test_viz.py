@@ -6,7 +6,7 @@ import json
 import pytest
 
 import viz
-from eagle_core.trace import NOT_REACHED, REJECTED, run_to_dict
+from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DraftNode, run_to_dict
 from tests.app_fixtures import chain_cycle, illustration, sampled_cycle, vanilla_cycle
 from viz.examples import cartesian_tree_cycle
 from viz.tree import BONUS_KEY
@@ -83,10 +83,39 @@ def test_probs_figure_greedy_and_sampled():
     assert len(tested) == 7  # 3 at the root, 3 under " am", 1 under " going"
     p_bar = fig.data[0]
     assert list(p_bar.y) == [n.p for n in tested]
-    assert p_bar.x[0].startswith("✓ ␣am") and p_bar.x[1].startswith("✗ ␣always")
+    ticks = dict(zip(fig.layout.xaxis.tickvals, fig.layout.xaxis.ticktext))
+    assert ticks[p_bar.x[0]].startswith("✓ ␣am") and ticks[p_bar.x[1]].startswith("✗ ␣always")
     s = viz.probs_figure(sampled_cycle())
     draws = [t for t in s.data if t.name == "draw u"]
     assert len(draws) == 1 and len(draws[0].y) == 7
+
+
+def test_probs_figure_gives_drafts_with_the_same_label_their_own_bars():
+    """Two drafts reading alike (the same text after the same parent text) had one category, so
+    one bar was drawn over the other; each drafted token now has its own."""
+    root = DraftNode(0, 10, "def", -1, 0, 1.0, 0.0, None, ACCEPTED)
+    nodes = (root, DraftNode(1, 11, " f", 0, 1, 0.5, -0.7, 0.6, ACCEPTED),
+             DraftNode(2, 12, " g", 0, 1, 0.3, -1.2, 0.2, REJECTED),
+             DraftNode(3, 13, " g", 0, 1, 0.4, -0.9, 0.1, REJECTED),  # another token id, same text
+             DraftNode(4, 14, "x", 2, 2, 0.4, -2.1, None, NOT_REACHED))
+    c = CycleRecord(1, 20, nodes, (0, 1), 99, "(", (11, 99), " f(", 5.0, 40.0, "greedy", 0.9)
+    fig = viz.probs_figure(c)
+    p_bar, q_bar, bonus = fig.data
+    assert list(p_bar.y) == [0.6, 0.2, 0.1] and list(q_bar.y) == [0.5, 0.3, 0.4]
+    assert len(set(p_bar.x) | set(bonus.x)) == 4  # 3 tested drafts + the bonus, one category each
+    ticks = dict(zip(fig.layout.xaxis.tickvals, fig.layout.xaxis.ticktext))
+    assert list(ticks) == list(p_bar.x) + list(bonus.x)
+    labels = [ticks[x] for x in p_bar.x]
+    assert labels[0].startswith("✓ ␣f") and labels[1] == labels[2] and labels[1].startswith("✗ ␣g")
+    assert ticks[bonus.x[0]].startswith("★ (")
+
+
+def test_mask_figure_makes_room_for_its_labels():
+    """Row labels were cut off on the left at 420 px: the margins grow to fit the labels
+    (automargin, not left to the template) above a least left margin."""
+    layout = viz.mask_figure(illustration()[0].cycles[0]).layout
+    assert layout.yaxis.automargin is True and layout.xaxis.automargin is True
+    assert layout.margin.l >= 20
 
 
 def test_charts():

@@ -33,8 +33,11 @@ def probs_figure(cycle: CycleRecord) -> go.Figure:
         return empty_figure("No drafted tokens this cycle (vanilla decoding): the target picks the next token alone.")
     shown, bonus_shown = cycle_texts(cycle)
     marks = ["✓ accepted" if n.decision == ACCEPTED else "✗ rejected" for n in nodes]
-    xs = [f"{m[0]} {plot_text(token_label(shown[n.index], 10))}<br><sup>after "
-          f"{plot_text(token_label(shown[n.parent], 8))}</sup>" for n, m in zip(nodes, marks)]
+    # One category per drafted node, labelled by tick text: two drafts with the same label (the
+    # same token after the same parent text) shared one category, so one bar hid the other.
+    xs = [f"node {n.index}" for n in nodes]
+    labels = [f"{m[0]} {plot_text(token_label(shown[n.index], 10))}<br><sup>after "
+              f"{plot_text(token_label(shown[n.parent], 8))}</sup>" for n, m in zip(nodes, marks)]
     fig = go.Figure()
     if nodes:
         fig.add_trace(go.Bar(x=xs, y=[n.p for n in nodes], name="p  target", marker=dict(color=BLUE),
@@ -46,8 +49,8 @@ def probs_figure(cycle: CycleRecord) -> go.Figure:
                              text=[fmt_p(n.q) for n in nodes], textposition="outside", cliponaxis=False,
                              hovertext=[f"{plot_text(repr(shown[n.index]))}: draft q = {fmt_p(n.q)}" for n in nodes], hoverinfo="text"))
     if cycle.bonus_p is not None:
-        bx = f"★ {plot_text(token_label(bonus_shown, 10))}<br><sup>bonus</sup>"
-        xs = xs + [bx]
+        bx = "bonus"
+        xs, labels = xs + [bx], labels + [f"★ {plot_text(token_label(bonus_shown, 10))}<br><sup>bonus</sup>"]
         fig.add_trace(go.Bar(x=[bx], y=[cycle.bonus_p], name="p of the bonus token", text=[fmt_p(cycle.bonus_p)],
                              textposition="outside", cliponaxis=False,
                              marker=dict(color=BONUS, pattern=dict(shape=".", fgcolor="white", size=6)),
@@ -69,7 +72,7 @@ def probs_figure(cycle: CycleRecord) -> go.Figure:
     base_layout(fig, f"Cycle {cycle.step + 1} · {RULE_TITLES.get(cycle.rule, cycle.rule)}", height=430,
                 barmode="group", bargap=0.25)
     fig.update_yaxes(range=[0, 1.12], title="probability", gridcolor="#eee", tickformat=".1f")
-    fig.update_xaxes(type="category", tickfont=dict(size=14))
+    fig.update_xaxes(type="category", tickfont=dict(size=14), tickmode="array", tickvals=xs, ticktext=labels)
     fig.update_layout(margin=dict(l=60, r=20, t=90, b=60 + LEGEND_ROOM))
     if len(xs) > 14:
         fig.update_xaxes(tickangle=-45)

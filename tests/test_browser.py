@@ -184,7 +184,7 @@ def test_trace_strings_are_text_and_chinese_is_readable(page_url, browser, tmp_p
 
 
 def test_narrow_layout(page_url, browser):
-    """#13: at 420 px the tree and the mask do not overlap, and no figure title is clipped."""
+    """#13: at 420 px the tree and the mask do not overlap, and no figure title or mask row label is clipped."""
     page = open_page(browser, page_url, width=420)
     page.wait_for_timeout(1500)
     tree, mask = page.locator("#eg-tree").bounding_box(), page.locator("#eg-mask").bounding_box()
@@ -197,5 +197,8 @@ def test_narrow_layout(page_url, browser):
         if legend.count():
             lg = legend.first.bounding_box()
             assert lg["y"] >= title["y"] + title["height"] - 1 or lg["y"] + lg["height"] <= title["y"], elem
+    mask = page.locator("#eg-mask").bounding_box()
+    for label in page.locator("#eg-mask .ytick text").all():  # the row labels are not cut off on the left
+        assert label.bounding_box()["x"] >= mask["x"], label.text_content()
     page.screenshot(path=os.path.join(SHOTS, "app-narrow.png"), full_page=True)
     page.close()

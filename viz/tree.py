@@ -143,6 +143,9 @@ def _segments(pos, edges):
     return xs, ys
 
 
+MASK_MARGIN_L = 20  # px, the least left margin (automargin widens it to fit the row labels)
+
+
 def mask_figure(cycle: CycleRecord) -> go.Figure:
     """The (n x n) tree-attention mask of the verification forward, root included."""
     parents = [n.parent for n in cycle.nodes]
@@ -159,8 +162,10 @@ def mask_figure(cycle: CycleRecord) -> go.Figure:
     base_layout(fig, f"Tree attention: row sees column<br><sup>(plus all {cycle.context_len} context tokens)</sup>",
                 height=int(min(620, max(340, 16 * n + 200))))
     small = dict(size=max(9, min(14, int(260 / max(n, 1)))))
-    fig.update_xaxes(tickangle=-60, tickfont=small, showgrid=False, type="category")
-    fig.update_yaxes(autorange="reversed", tickfont=small, showgrid=False, type="category")
-    fig.update_layout(margin=dict(l=10, r=10, t=120, b=10))
+    # automargin widens the margins to fit the row / column labels; set here, not left to the
+    # template (without it the 10 px margin that was here cut the row labels off on the left)
+    fig.update_xaxes(tickangle=-60, tickfont=small, showgrid=False, type="category", automargin=True)
+    fig.update_yaxes(autorange="reversed", tickfont=small, showgrid=False, type="category", automargin=True)
+    fig.update_layout(margin=dict(l=MASK_MARGIN_L, r=10, t=120, b=10))
     fig.update_yaxes(scaleanchor="x", constrain="domain")
     return fig

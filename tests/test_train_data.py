@@ -174,3 +174,33 @@ def test_batched_teacher_forcing_equals_each_sequence_alone():
     head = Eagle3Head(Eagle3Config.for_target(t8.config))
     ids, captured, p, weight = target_batch(t8, head, head.config.layers_for(8), recs, [0, 2], 64)
     assert captured.shape == (2, 7, 3 * 64) and weight[1, :4].tolist() == [0, 0, 1, 1]
+
+
+def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypatch):
+    """`train --data DIR` and `train3 --data DIR` end to end on an id dataset (tiny targets stand
+    in for the default model)."""
+    from eagle_core import target as target_mod
+    from eagle_core.train import loop
+    from eagle_core.train.__main__ import main
+    from eagle_core.train.ids import FORMAT, tokenizer_fingerprint, write_manifest
+    from test_head3 import tiny_target8
+
+    t2, t8 = tiny_target(eos=EOS), tiny_target8()
+    g = torch.Generator().manual_seed(0)
+    seqs = [torch.randint(3, 24, (int(n),), generator=g).tolist() for n in torch.randint(8, 30, (24,), generator=g)]
+    data = str(tmp_path / "ids")
+    os.makedirs(data)
+    entry = write_part(os.path.join(data, "p.npz"), seqs, [4] * len(seqs), ["oasst_prompts_en.jsonl"] * len(seqs),
+                       list(range(1, len(seqs) + 1)), 24)
+    write_manifest(data, {"format": FORMAT, "tokenizer": tokenizer_fingerprint(t2), "files": [entry]})
+    monkeypatch.setattr(loop, "load_target", lambda *a, **k: t2)
+    common = ["--data", data, "--epochs", "1", "--threads", "1", "--tokens-per-batch", "128", "--draft-vocab", "16",
+              "--holdout-every", "4"]
+    main(["train", *common, "--out", str(tmp_path / "run2")])
+    log = [json.loads(l) for l in open(tmp_path / "run2" / "log.jsonl")]
+    assert log[-1]["epoch_end"] == 1 and log[-1]["top1"] >= 0
+    info = json.load(open(tmp_path / "run2" / "info.json"))
+    assert info["sequences"] + info["holdout"] == 24 and info["holdout"] > 0
+    monkeypatch.setattr(target_mod, "load_target", lambda *a, **k: t8)
+    main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "run3")])
+    assert os.path.exists(tmp_path / "run3" / "head3" / "config.json")

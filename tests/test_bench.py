@@ -231,7 +231,7 @@ def test_kernel_table_shape():
     from eagle_core.bench.kernels import measure, render_markdown
 
     rows = measure(rows=(1, 3), repeats=2, hidden=16, kv=8, mlp=32, vocab=64, layers=2)
-    names = [b for b in kernels.BACKENDS if kernels.BACKENDS[b].available()]
+    names = [b for b in kernels.AUTO_CANDIDATES if kernels.BACKENDS[b].available()]
     assert [(r["weights"], r["rows"]) for r in rows][:2] == [("q, o", 1), ("q, o", 3)]
     assert all(r[n] > 0 for r in rows for n in names)
     md = render_markdown(rows, 1, 10.0)

@@ -167,3 +167,22 @@ def test_stock_kernels_restore_transformers_attention():
         assert target.model.config._attn_implementation == "sdpa"
         assert all(type(m) is nn.Linear for m in target.model.modules() if isinstance(m, nn.Linear))
     assert target.model.config._attn_implementation == name
+
+
+@needs_smallgemm
+def test_left_padded_batch_generate_matches_stock_kernels():
+    """transformers builds a padding mask for the engine's attention name too: a left-padded batch
+    does not attend to its padding (it once did: no mask was built for an unknown name)."""
+    from conftest import tiny_target
+
+    target = tiny_target("llama", vocab=64)
+    ids = torch.tensor([[0, 0, 0, 5, 9, 11, 3], [7, 8, 9, 10, 11, 12, 13]])
+    attn = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1]])
+    kw = dict(max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None)
+    with torch.inference_mode():
+        ours = target.model.generate(input_ids=ids, attention_mask=attn, **kw)
+        alone = target.model.generate(input_ids=ids[:1, 3:], attention_mask=attn[:1, 3:], **kw)
+        with target.stock_kernels():
+            stock = target.model.generate(input_ids=ids, attention_mask=attn, **kw)
+    assert torch.equal(ours, stock)
+    assert torch.equal(ours[0, 7:], alone[0, 4:]), "the padded row decodes as if unpadded"

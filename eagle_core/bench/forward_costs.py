@@ -53,7 +53,7 @@ def measure(target, backends=None, rows=ROWS, context: int = 300, repeats: int =
     """{"bandwidth_gbs", "weight_mb", "bound_ms", "by_backend": {name: {k: ms}}, "chosen": describe}."""
     installed = target.kernels
     chosen = installed.describe() if installed is not None else "stock"
-    names = backends or [b for b in kernels.BACKENDS if kernels.BACKENDS[b].available()]
+    names = backends or [b for b in kernels.AUTO_CANDIDATES if kernels.BACKENDS[b].available()]
     by_backend = {}
     with torch.inference_mode():
         if installed is not None and installed.swaps:

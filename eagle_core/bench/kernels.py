@@ -39,7 +39,7 @@ def shapes(hidden: int = 576, kv: int = 192, mlp: int = 1536, vocab: int = 49152
 def measure(rows=PRODUCT_ROWS, repeats: int = 5, backends=None, **shape_kw) -> list[dict]:
     """One dict per (shape, M): ms per pass over `per forward` distinct weights, for each backend."""
     torch.manual_seed(0)
-    names = backends or [b for b in kernels.BACKENDS if kernels.BACKENDS[b].available()]
+    names = backends or [b for b in kernels.AUTO_CANDIDATES if kernels.BACKENDS[b].available()]
     out = []
     with torch.inference_mode():
         for name, (n_out, n_in, count) in shapes(**shape_kw).items():
@@ -86,13 +86,16 @@ def main(argv=None) -> str:
     ap.add_argument("--forward", action="store_true", help="also time whole forwards of the default target")
     ap.add_argument("--forward-rows", default=",".join(map(str, ROWS)))
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--backends", default=",".join(kernels.AUTO_CANDIDATES),
+                    help="comma list of eagle_core.kernels backends (openblas: run it on its own, its threads spin)")
     ap.add_argument("--update-doc", default=None, metavar="MD")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
     bw = kernels.stream_bandwidth()
-    md = render_markdown(measure(tuple(int(m) for m in args.rows.split(",")), args.repeats), threads, bw)
+    backends = [b for b in args.backends.split(",") if b]
+    md = render_markdown(measure(tuple(int(m) for m in args.rows.split(",")), args.repeats, backends), threads, bw)
     print(md)
     if args.update_doc:
         replace_block(args.update_doc, "kernels", md)
@@ -101,7 +104,7 @@ def main(argv=None) -> str:
         from . import forward_costs
 
         target = load_target()
-        res = forward_costs.measure(target, rows=tuple(int(k) for k in args.forward_rows.split(",")),
+        res = forward_costs.measure(target, backends, rows=tuple(int(k) for k in args.forward_rows.split(",")),
                                     repeats=args.repeats)
         fmd = forward_costs.render_markdown(res, threads)
         print()

@@ -133,6 +133,10 @@ _SMALLGEMM = _LazyFn()
 
 
 BACKENDS = {b.name: b for b in (SmallGemm, OneDnn, OpenBlas, Mkl)}
+# What "auto" measures and may choose. Not OpenBLAS: numpy's OpenBLAS keeps a thread pool of its
+# own that spins after each call, so on a 2-core machine it stalls torch's OpenMP threads (and
+# every measurement after it) until it goes to sleep; it is measured only when asked by name.
+AUTO_CANDIDATES = ("smallgemm", "onednn", "mkl")
 
 
 # -- the module ---------------------------------------------------------------------------------------------
@@ -150,16 +154,19 @@ class Linear(nn.Module):
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, backend={self.backend.name}"
 
+    def prepare(self) -> None:
+        """(Re)build the backend's form of the weight, e.g. smallgemm's packed panels."""
+        with torch.no_grad():
+            self._state = self.backend.prepare(self.weight.detach())
+        self._version = _version(self.weight)
+
     def forward(self, x):
         w = self.weight
         if (x.dtype is not torch.float32 or w.dtype is not torch.float32 or x.device.type != "cpu"
                 or (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))):
             return F.linear(x, w, self.bias)  # training, other dtypes and devices: stock
-        version = _version(w)
-        if self._version != version:
-            with torch.no_grad():
-                self._state = self.backend.prepare(w.detach())
-            self._version = version
+        if self._version != _version(w):
+            self.prepare()
         x2 = x.reshape(-1, self.in_features)
         if not x2.is_contiguous():
             x2 = x2.contiguous()
@@ -227,7 +234,7 @@ def choose(shapes, threads: int | None = None) -> dict[tuple[int, int], str]:
     todo = [s for s in dict.fromkeys(shapes) if s not in known]
     if todo:
         for n, k in todo:
-            eligible = [b for b in BACKENDS.values() if b.available() and batch_invariant(b, n, k)]
+            eligible = [BACKENDS[b] for b in AUTO_CANDIDATES if BACKENDS[b].available() and batch_invariant(BACKENDS[b], n, k)]
             times = {name: sum(ts.values()) for name, ts in time_backends(eligible, n, k).items()}
             # our kernel unless another is clearly faster: calibration is short and a busy machine is noisy
             if "smallgemm" in times:
@@ -299,6 +306,7 @@ def install(model: nn.Module, policy: str | None = None) -> Installed:
     swaps = []
     for parent, attr, mod in targets:
         fast = Linear(mod.weight, mod.bias, choice[tuple(mod.weight.shape)])
+        fast.prepare()  # pack now, at load, not inside the first timed decode
         setattr(parent, attr, fast)
         swaps.append((parent, attr, mod, fast))
     attn = None

@@ -5,8 +5,8 @@ another attention function (no modeling file is copied or patched). Calls it can
 (more than MAX_ROWS query rows, i.e. a long prefill; a per-head mask; dropout; another dtype or
 device) go to transformers' own SDPA function unchanged.
 
-transformers builds no mask for an attention name it does not know, so a call arrives with either
-the engine's own 4D tree mask or None; None means causal over the last n positions of the cache.
+A call arrives with the engine's own 4D tree mask, SDPA's mask (registered for NAME, see
+`register`), or None, which means causal over the last n positions of the cache.
 """
 from __future__ import annotations
 
@@ -72,9 +72,15 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
 
 
 def register() -> None:
+    """Our attention, and SDPA's mask builder under the same name: without one transformers builds
+    no mask at all for an unknown attention name, and a left-padded batch would attend to its
+    padding. With it a padded call gets SDPA's mask (and goes to SDPA, batch > 1 or a per-row
+    mask shape we do not serve); an unpadded single sequence still gets None (causal)."""
     from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     AttentionInterface.register(NAME, attention_forward)
+    AttentionMaskInterface.register(NAME, sdpa_mask)
 
 
 def set_attention(model, name: str) -> str:

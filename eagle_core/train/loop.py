@@ -180,6 +180,19 @@ def lr_factor(step: int, total_steps: int) -> float:
     return min(1.0, (step + 1) / warm) * (LR_FLOOR + (1 - LR_FLOOR) * 0.5 * (1 + cos))
 
 
+def optimizer_and_resume(head, lr: float, total_steps: int, ckpt: str):
+    """AdamW with the recipe's betas, the warm-up/cosine schedule over `total_steps`, and the loop
+    state; restored from `ckpt` if it exists. Returns (opt, sched, state, checkpoint or None)."""
+    opt = torch.optim.AdamW(head.parameters(), lr=lr, betas=ADAM_BETAS, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total_steps))
+    state = {"epoch": 0, "batch": 0, "step": 0, "elapsed": 0.0}
+    if not os.path.exists(ckpt):
+        return opt, sched, state, None
+    c = torch.load(ckpt, weights_only=False)
+    head.load_state_dict(c["head"]); opt.load_state_dict(c["opt"]); sched.load_state_dict(c["sched"])
+    return opt, sched, c["state"], c
+
+
 def run_train(args):
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
@@ -207,16 +220,11 @@ def run_train(args):
     if args.init and not os.path.exists(os.path.join(args.out, "ckpt.pt")):
         head.load_state_dict(torch.load(args.init, weights_only=False)["head"])  # warm start
         print(f"initialised from {args.init}", flush=True)
-    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=ADAM_BETAS, weight_decay=0.0)
     per_epoch = len(make_batches(train_recs, args.tokens_per_batch, args.max_seq, 0))
     total_steps = per_epoch * args.epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total_steps))
-    state = {"epoch": 0, "batch": 0, "step": 0, "elapsed": 0.0}
     ckpt = os.path.join(args.out, "ckpt.pt")
-    if os.path.exists(ckpt):
-        c = torch.load(ckpt, weights_only=False)
-        head.load_state_dict(c["head"]); opt.load_state_dict(c["opt"]); sched.load_state_dict(c["sched"])
-        state = c["state"]
+    opt, sched, state, c = optimizer_and_resume(head, args.lr, total_steps, ckpt)
+    if c is not None:
         torch.set_rng_state(c["rng"])
         print(f"resumed at epoch {state['epoch']} batch {state['batch']} (step {state['step']})", flush=True)
     with open(os.path.join(args.out, "info.json"), "w") as f:

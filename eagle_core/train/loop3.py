@@ -31,7 +31,7 @@ import torch
 
 from ..head3 import Eagle3Config, Eagle3Head, save_head3
 from .features import id_batch, teacher_forced
-from .loop import ADAM_BETAS, GRAD_CLIP, LOG_EVERY, lr_factor, make_batches
+from .loop import GRAD_CLIP, LOG_EVERY, make_batches, optimizer_and_resume
 
 TTT_STEPS = 7  # unrolled draft steps (the official trainer's `length`)
 TTT_DECAY = 0.8  # step k weighs 0.8^k
@@ -115,15 +115,10 @@ def run_train3(args):
     head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=len(vocab))).to(target.device)
     head.set_draft_vocab(vocab)
     layers = head.config.layers_for(int(target.config.num_hidden_layers))
-    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=ADAM_BETAS, weight_decay=0.0)
     total = len(make_batches(records, args.tokens_per_batch, args.max_seq, 0)) * args.epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total))
-    state = {"epoch": 0, "batch": 0, "step": 0, "elapsed": 0.0}
     ckpt = os.path.join(args.out, "ckpt3.pt")
-    if os.path.exists(ckpt):
-        c = torch.load(ckpt, weights_only=False)
-        head.load_state_dict(c["head"]); opt.load_state_dict(c["opt"]); sched.load_state_dict(c["sched"])
-        state = c["state"]
+    opt, sched, state, c = optimizer_and_resume(head, args.lr, total, ckpt)
+    if c is not None:
         print(f"resumed at epoch {state['epoch']} batch {state['batch']}", flush=True)
 
     def save():

@@ -21,7 +21,8 @@ from app_views import OUT, VIEW
 from eagle_core import METHOD_LABELS, METHODS, PRESETS
 from viz.examples import TRACE_DIR as EXAMPLE_DIR
 from viz.examples import cartesian_tree_cycle, example_prompts, example_traces
-from viz.learn import FEATURES, GLOSSARY, INTRO, OTHERS, TREE, VERIFY
+from viz.languages import language_figure, language_table, load_language_rows
+from viz.learn import FEATURES, GLOSSARY, INTRO, LANGUAGES, OTHERS, TREE, VERIFY
 from viz.traces import MAX_TRACE_BYTES
 
 T_START = time.perf_counter()
@@ -110,8 +111,12 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step", delete_cache=(9
     with gr.Tab("Learn") as learn_tab:
         with gr.Row():
             with gr.Column(scale=3, elem_classes="eg-learn"):
-                for block in (INTRO, FEATURES, TREE, VERIFY, OTHERS, GLOSSARY):
+                for block in (INTRO, FEATURES, TREE, VERIFY, OTHERS, LANGUAGES):
                     gr.Markdown(block)
+                lang_rows = load_language_rows()
+                gr.Markdown(language_table(lang_rows))
+                gr.Plot(language_figure(lang_rows), show_label=False, label="tau by language", elem_id="eg-languages")
+                gr.Markdown(GLOSSARY)
             with gr.Column(scale=2, min_width=360):
                 gr.Markdown("**Live figures of the cycle selected in the Decode tab**")
                 learn_tree = gr.Plot(show_label=False, label="Draft tree")

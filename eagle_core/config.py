@@ -136,8 +136,9 @@ class TreeSetting:
     def label(self) -> str:
         return f"d{self.depth}/k{self.top_k}/t{self.total_tokens}"
 
-    def settings(self, **kw) -> DecodeSettings:
-        return DecodeSettings(method="eagle2", depth=self.depth, tree_top_k=self.top_k,
+    def settings(self, method: str = "eagle2", **kw) -> DecodeSettings:
+        """This tree for `method` (eagle2, or eagle3: the EAGLE-3 head drafting the same dynamic tree)."""
+        return DecodeSettings(method=method, depth=self.depth, tree_top_k=self.top_k,
                               total_tokens=self.total_tokens, **kw)
 
 

@@ -204,3 +204,33 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     monkeypatch.setattr(target_mod, "load_target", lambda *a, **k: t8)
     main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "run3")])
     assert os.path.exists(tmp_path / "run3" / "head3" / "config.json")
+
+
+def test_heldout_only_generation_answers_exactly_the_prompts_every_trainer_holds_out(tmp_path):
+    """`ids-gen --heldout-only`: a self-distilled accuracy set that no training data can leak into."""
+    from eagle_core.train.loop import drop_excluded, holdout_sets
+
+    train, ev = tmp_path / "train", tmp_path / "eval"
+    train.mkdir(); ev.mkdir()
+    _jsonl(train / "oasst_prompts_en.jsonl", [{"prompt": f"question number {i}"} for i in range(300)])
+    _jsonl(ev / "bench.jsonl", [{"turns": ["unrelated"]}])
+    want = {("oasst_prompts_en.jsonl", i + 1) for i in range(300) if is_heldout("oasst_prompts_en.jsonl", i + 1)}
+    assert 0 < len(want) < 20
+    target = tiny_target(eos=EOS)
+    out = str(tmp_path / "held")
+    m = gen_ids.run_ids_gen(_gen_args(str(train), str(ev), out, heldout_only=True, part_size=64), target)
+    assert m["settings"]["heldout_only"] is True and m["kind"] == "self-distilled"
+    recs = load_id_dataset(out, target)
+    assert {(r["source"], r["line"]) for r in recs} == want and all(r["own"] for r in recs)
+    tr, hold = load_training_data([out], target)
+    assert tr == [] and len(hold) == len(want)
+    # a warm start's own training prompts are dropped from scoring; both kinds are scored apart
+    excl = tmp_path / "excl.json"
+    first = sorted(want)[0]
+    excl.write_text(json.dumps({"keys": [list(first)]}))
+    kept, dropped = drop_excluded(hold, str(excl))
+    assert dropped == 1 and first not in {(r["source"], r["line"]) for r in kept}
+    fixed = [dict(r, own=False) for r in kept[:1]]
+    sets = holdout_sets(kept + fixed)
+    assert len(sets["all"]) == len(kept) + 1 and len(sets["self"]) == len(kept) and sets["fixed"] == fixed
+    assert set(holdout_sets(kept)) == {"all"}

@@ -195,3 +195,25 @@ def test_malformed_traces_raise_value_error(text):
 def test_token_label():
     assert viz.token_label(" hello") == "␣hello" and viz.token_label("\n") == "↵"
     assert viz.token_label("  ") == "␣␣" and viz.token_label("x" * 40).endswith("…")
+
+
+def test_per_language_rows_table_and_figure():
+    """eval results of paired prompt sets -> rows, a table with the zh/en ratio, grouped bars."""
+    from viz.languages import language_figure, language_rows, language_table
+
+    def run(name, tau, n=4):
+        return {"prompts": name, "tree": [2, 2, 4], "temperature": 0.0,
+                "overall": {"prompts": n, "tau": tau, "tokens_per_s": 20.0, "acceptance_by_depth": {}}}
+
+    results = [{"method": "eagle2", "runs": [run("mgsm_en.jsonl", 2.0), run("mgsm_zh.jsonl", 1.5),
+                                             run("mt_bench_question.jsonl", 1.8), run("other.jsonl", 9.0)]},
+               {"method": "eagle3", "runs": [run("mt_bench_zh_question.jsonl", 1.2)]}]
+    rows = language_rows(results)
+    assert len(rows) == 4 and {r["method"] for r in rows} == {"EAGLE-2", "EAGLE-3"}
+    table = language_table(rows)
+    assert "| EAGLE-2 | MGSM | (2, 2, 4) | 0 | 2.00 (4) | 1.50 (4) | 0.75 |" in table
+    assert "| EAGLE-3 | MT-bench | (2, 2, 4) | 0 | – | 1.20 (4) | – |" in table
+    fig = language_figure(rows)
+    assert [t.name for t in fig.data] == ["English", "Chinese"]
+    assert list(fig.data[1].y) == [1.5, None, 1.2]  # groups: (EAGLE-2 MGSM), (EAGLE-2 MT-bench), (EAGLE-3 MT-bench)
+    assert language_table([]) == "" and "No per-language" in language_figure([]).layout.annotations[0].text

@@ -71,6 +71,18 @@ OTHERS = """
   cheap and context-aware; published results reach τ ≈ 4 and 2–3× speedups on GPUs.
 """
 
+LANGUAGES = """
+### Why a Chinese prompt accepts less
+The same benchmark asked in English and in Chinese (MGSM, MT-bench) gives fewer tokens per
+cycle in Chinese (figure; `docs/training.md` has the command). Three reasons, all measurable
+here: SmolLM2 is trained mostly on English, so its Chinese is less predictable, to itself and to
+the head; its byte-level vocabulary splits many Chinese characters into two or three tokens, some
+of them single bytes that only make sense together (the tree shows them as ‹E4 BD›); and the
+head's draft vocabulary (the 8,192 most frequent tokens of its training data) and its training
+data are mostly English, so it covers less of Chinese. Verification stays lossless in any
+language: a poorer guess costs speed, never correctness.
+"""
+
 GLOSSARY = """
 ### Glossary
 | term | meaning |

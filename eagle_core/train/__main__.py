@@ -54,6 +54,8 @@ def main(argv=None):
     ig.add_argument("--limit", type=int, default=None, help="answer at most N more prompts in this session")
     ig.add_argument("--minutes", type=float, default=0, help="stop after the part in progress once this long; 0 = no limit")
     ig.add_argument("--threads", type=int, default=2)
+    ig.add_argument("--heldout-only", action="store_true",
+                    help="answer only the prompts every trainer holds out: a self-distilled accuracy set")
 
     t = sub.add_parser("train", help="train the head on token-id datasets or generated shards (resumable)")
     t.add_argument("--data", nargs="+", default=["data/gen"],
@@ -71,7 +73,9 @@ def main(argv=None):
                    help="token-id datasets: 1 prompt in N (by hash of source and line) is held out")
     t.add_argument("--unroll", type=int, default=1, help="2 = also train on the head's own predicted features")
     t.add_argument("--max-shards", type=int, default=None, help="train on at most N shards")
-    t.add_argument("--init", default=None, help="warm start: a ckpt.pt of an earlier run")
+    t.add_argument("--init", default=None, help="warm start: a ckpt.pt of an earlier run or a head directory")
+    t.add_argument("--holdout-exclude", default=None,
+                   help="JSON {\"keys\": [[source, line], ...]}: held-out prompts not to score (a warm start trained on them)")
     t.add_argument("--ckpt-minutes", type=float, default=3.0)
     t.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0 = no limit")
     t.add_argument("--seed", type=int, default=0)
@@ -97,12 +101,28 @@ def main(argv=None):
     t3.add_argument("--seed", type=int, default=0)
     t3.add_argument("--threads", type=int, default=2)
 
+    fc = sub.add_parser("features", help="cache the target's features of token-id datasets locally (resumable)")
+    fc.add_argument("--data", nargs="+", default=["assets/train_data/fixed"], help="token-id dataset directories")
+    fc.add_argument("--out", default="data/feats")
+    fc.add_argument("--model", default=None)
+    fc.add_argument("--layers", type=int, nargs="+", default=None,
+                    help="captured layer inputs (default: the EAGLE-3 head's, e.g. 2 15 27 for 30 layers)")
+    fc.add_argument("--max-seq", type=int, default=640, help="longer sequences are cut")
+    fc.add_argument("--shard-seqs", type=int, default=256, help="sequences per shard (the unit of resuming)")
+    fc.add_argument("--tokens-per-batch", type=int, default=4096)
+    fc.add_argument("--seed", type=int, default=0, help="the order in which sequences are cached")
+    fc.add_argument("--minutes", type=float, default=0, help="stop after the shard in progress once this long")
+    fc.add_argument("--start-shard", type=int, default=0, help="begin at this shard of the order (a later slice)")
+    fc.add_argument("--threads", type=int, default=2)
+
     e = sub.add_parser("export", help="write the trained head in the EAGLE layout (+ draft vocabulary)")
     e.add_argument("--run", default="runs/head")
     e.add_argument("--out", default="assets/head-smollm2-135m")
 
     v = sub.add_parser("eval", help="tau and per-depth acceptance on eval prompt sets")
-    v.add_argument("--head", default=None)
+    v.add_argument("--head", default=None, help="head directory (default: the shipped head of --method)")
+    v.add_argument("--method", default="eagle2", choices=("eagle2", "eagle3"),
+                   help="eagle2: an EAGLE-1/2 head; eagle3: an EAGLE-3 head; both draft the same dynamic trees")
     v.add_argument("--prompts", nargs="+", default=[os.path.normpath(os.path.join(SHARED, "eval", "mt_bench_question.jsonl"))])
     v.add_argument("--limit", type=int, default=None, help="at most N prompts per file")
     v.add_argument("--per-category", type=int, default=None, help="at most N prompts per category")
@@ -143,6 +163,9 @@ def main(argv=None):
     elif args.cmd == "train3":
         from .loop3 import run_train3
         run_train3(args)
+    elif args.cmd == "features":
+        from .featcache import run_features
+        run_features(args)
     elif args.cmd == "export":
         from .loop import run_export
         run_export(args)

@@ -53,14 +53,23 @@ def evaluate_prompts(engine: Engine, prompts, settings: DecodeSettings, log=prin
 def run_eval(args):
     torch.set_num_threads(args.threads)
     target = load_target()
-    head, vocab, name = load_default_head(target, args.head)
-    if args.draft_vocab == "full":
-        vocab = None
-    engine = Engine(target, head, vocab, name)
-    results = {"head": name, "draft_vocab": len(vocab) if vocab else "full", "runs": []}
+    method = getattr(args, "method", "eagle2")
+    if method == "eagle3":
+        from ..default_head import load_default_head3
+
+        head3, name = load_default_head3(target, args.head)
+        engine = Engine(target, head3=head3, head3_name=name)
+        draft_vocab = head3.config.draft_vocab_size
+    else:
+        head, vocab, name = load_default_head(target, args.head)
+        if args.draft_vocab == "full":
+            vocab = None
+        engine = Engine(target, head, vocab, name)
+        draft_vocab = len(vocab) if vocab else "full"
+    results = {"head": name, "method": method, "draft_vocab": draft_vocab, "runs": []}
     for tree in args.trees:  # TreeSettings (parsed by the command line)
         for temp in args.temperatures:
-            s = tree.settings(temperature=temp, max_new_tokens=args.max_new_tokens, seed=0)
+            s = tree.settings(method, temperature=temp, max_new_tokens=args.max_new_tokens, seed=0)
             for path in args.prompts:
                 prompts = load_eval_prompts(path, args.per_category)[:args.limit]
                 print(f"{path}: {len(prompts)} prompts, tree depth={tree.depth} top_k={tree.top_k} "

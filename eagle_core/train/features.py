@@ -50,3 +50,24 @@ def teacher_forced(target, batch: IdBatch, layers: tuple[int, ...] = ()):
         return target.forward_layers(ids, tuple(layers), attention_mask=attn)
     out = target.body(input_ids=ids, attention_mask=attn, use_cache=False)
     return out.last_hidden_state, None
+
+
+def cached(records, idx) -> bool:
+    """True if every record `idx` carries cached features (train/featcache.py)."""
+    return all("layers" in records[i] for i in idx)
+
+
+def cached_features(records, idx, batch: IdBatch, layers: tuple[int, ...], device="cpu"):
+    """(final, captured) like `teacher_forced`, but read from records with cached features
+    (float32, zero at padded positions). Refuses a cache made for other captured layers."""
+    B, T = batch.ids.shape
+    seqs = [records[i] for i in idx]
+    for r in seqs:
+        if tuple(r["layer_ids"]) != tuple(layers):
+            raise ValueError(f"the feature cache holds layers {tuple(r['layer_ids'])}, the head reads {tuple(layers)}")
+    H, C = seqs[0]["feats"].shape[-1], seqs[0]["layers"].shape[-1]
+    final, captured = torch.zeros(B, T, H), torch.zeros(B, T, C)
+    for b, (r, n) in enumerate(zip(seqs, batch.lengths)):
+        final[b, :n] = r["feats"][:n].float()
+        captured[b, :n] = r["layers"][:n].float()
+    return final.to(device), captured.to(device)

@@ -22,18 +22,23 @@ import numpy as np
 import torch
 
 from .data import generate_batch, train_prompts
-from .ids import (FORMAT, MANIFEST, check_fits, per_source, read_manifest, read_part, summarize,
+from .ids import (FORMAT, MANIFEST, SELF_DISTILLED, check_fits, is_heldout, per_source, read_manifest, read_part, summarize,
                   tokenizer_fingerprint, write_manifest, write_part)
 from .sources import source_info
 
 SETTINGS = ("max_new_tokens", "max_prompt_tokens", "temperature", "sample_every", "seed")  # fixed for a directory
 
 
-def prompt_order(train_dir: str, eval_dir: str, seed: int):
-    """The redistributable training prompts (eval overlap dropped), shuffled by `seed`."""
+def prompt_order(train_dir: str, eval_dir: str, seed: int, heldout_only: bool = False):
+    """The redistributable training prompts (eval overlap dropped), shuffled by `seed`; with
+    `heldout_only`, only the prompts every trainer holds out (ids.is_heldout), for a
+    self-distilled accuracy set that no training data can leak into."""
     prompts, info = train_prompts(train_dir, eval_dir)
     kept = [p for p in prompts if source_info(p.source).redistribute]
     info["excluded_by_licence"] = len(prompts) - len(kept)
+    if heldout_only:
+        kept = [p for p in kept if is_heldout(p.source, p.line)]
+        info["heldout_only"] = True
     random.Random(seed).shuffle(kept)
     return kept, info
 
@@ -48,7 +53,7 @@ def done_keys(out: str, manifest: dict) -> set[tuple[str, int]]:
 
 
 def _new_manifest(target, settings: dict, info: dict) -> dict:
-    return {"format": FORMAT, "kind": "self-distilled", "tokenizer": tokenizer_fingerprint(target),
+    return {"format": FORMAT, "kind": SELF_DISTILLED, "tokenizer": tokenizer_fingerprint(target),
             "template": "user prompt -> the target's own answer, prompt as Target.encode_prompt, the answer as "
                         "generated (ending with the EOS token it generated, if any); loss on ids[prompt_len:]",
             "settings": settings, "overlap_check": info, "batches": 0, "generation_s": 0.0, "files": []}
@@ -82,7 +87,10 @@ def run_ids_gen(args, target=None) -> dict:
 
     torch.set_num_threads(args.threads)
     settings = {k: getattr(args, k) for k in SETTINGS}
-    prompts, info = prompt_order(args.train_dir, args.eval_dir, args.seed)
+    heldout_only = getattr(args, "heldout_only", False)
+    if heldout_only:
+        settings["heldout_only"] = True  # absent (not False) otherwise, so older directories still resume
+    prompts, info = prompt_order(args.train_dir, args.eval_dir, args.seed, heldout_only)
     os.makedirs(args.out, exist_ok=True)
     target = target or load_target(args.model)
     if os.path.exists(os.path.join(args.out, MANIFEST)):

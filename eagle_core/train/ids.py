@@ -36,6 +36,7 @@ import torch
 
 FORMAT = "eagle-token-ids/1"
 MANIFEST = "manifest.json"
+SELF_DISTILLED = "self-distilled"  # manifest "kind" of the target's own answers (ids-gen)
 HOLDOUT_EVERY = 50  # 1 prompt in 50 (by hash) is held out of training
 
 
@@ -136,8 +137,11 @@ def load_id_dataset(path: str, target=None) -> list[dict]:
     if target is not None:
         check_fits(m, target, path)
     recs = []
+    own = m.get("kind") == SELF_DISTILLED
     for entry in m["files"]:
         recs.extend(part_records(read_part(os.path.join(path, entry["path"]))))
+    for r in recs:
+        r["own"] = own  # the target's own answer (self-distilled), not a reference answer
     return recs
 
 
@@ -147,21 +151,26 @@ def is_heldout(source: str, line: int, every: int = HOLDOUT_EVERY) -> bool:
 
 def load_training_data(paths, target=None, holdout_shards: int = 2, max_shards: int | None = None,
                        holdout_every: int = HOLDOUT_EVERY) -> tuple[list[dict], list[dict]]:
-    """(train records, held-out records) from any mix of token-id datasets and old `gen` shard
-    directories. Id datasets: held out by hash of (source, line). Shard directories (records with
+    """(train records, held-out records) from any mix of token-id datasets, feature caches
+    (train/featcache.py) and old `gen` shard directories. Id datasets and caches: held out by hash
+    of (source, line). Shard directories (records with
     fp16 features): the first `holdout_shards` shards are held out, at most `max_shards` trained on."""
     from .data import load_shards
+    from .featcache import is_feature_cache, load_feature_cache
 
     train, hold = [], []
     for p in [paths] if isinstance(paths, str) else paths:
-        if is_id_dataset(p):
+        if is_feature_cache(p):
+            for r in load_feature_cache(p, target)[0]:
+                (hold if is_heldout(r["source"], r["line"], holdout_every) else train).append(r)
+        elif is_id_dataset(p):
             for r in load_id_dataset(p, target):
                 (hold if is_heldout(r["source"], r["line"], holdout_every) else train).append(r)
         elif glob.glob(os.path.join(p, "shard_*.pt")):
-            hold.extend(load_shards(p, limit=holdout_shards))
-            train.extend(load_shards(p, skip=holdout_shards, limit=max_shards))
+            hold.extend(dict(r, own=True) for r in load_shards(p, limit=holdout_shards))
+            train.extend(dict(r, own=True) for r in load_shards(p, skip=holdout_shards, limit=max_shards))
         else:
-            raise SystemExit(f"{p}: neither a token-id dataset ({MANIFEST}) nor `gen` shards (shard_*.pt)")
+            raise SystemExit(f"{p}: not a token-id dataset ({MANIFEST}), a feature cache or `gen` shards (shard_*.pt)")
     return train, hold
 
 

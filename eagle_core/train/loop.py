@@ -173,6 +173,35 @@ def holdout_accuracy(head, embed, lm_w, records, args, device, target=None) -> d
             "feat_loss": st.feat_loss / max(st.batches, 1)}
 
 
+def drop_excluded(hold: list[dict], path: str | None) -> tuple[list[dict], int]:
+    """Held-out records minus those whose prompt (source, line) is listed in the JSON file `path`
+    ({"keys": [[source, line], ...]}): the prompts a warm-start head was trained on. -> (kept, dropped)."""
+    if not path:
+        return hold, 0
+    with open(path, encoding="utf-8") as f:
+        keys = {(str(s), int(l)) for s, l in json.load(f)["keys"]}
+    kept = [r for r in hold if (r.get("source"), r.get("line")) not in keys]
+    return kept, len(hold) - len(kept)
+
+
+def init_state(path: str) -> dict:
+    """A warm start's weights: a run's ckpt.pt, or an exported head directory (config.json + weights)."""
+    if os.path.isdir(path):
+        from ..head import load_head
+
+        return load_head(path)[0].float().state_dict()
+    return torch.load(path, weights_only=False)["head"]
+
+
+def holdout_sets(hold: list[dict]) -> dict[str, list[dict]]:
+    """The held-out records as "all", and, when both kinds are present, "self" (the target's own
+    answers, from `gen`/`ids-gen`: what drafting at run time looks like) and "fixed" (teacher-forced
+    reference answers)."""
+    own = [r for r in hold if r.get("own")]
+    fixed = [r for r in hold if not r.get("own")]
+    return {"all": hold, **({"self": own, "fixed": fixed} if own and fixed else {})}
+
+
 def lr_factor(step: int, total_steps: int) -> float:
     """Learning-rate multiplier: linear warm-up, then cosine decay from 1 to LR_FLOOR."""
     warm = max(1, total_steps // WARMUP_DIVISOR)
@@ -205,6 +234,7 @@ def run_train(args):
                                                args.holdout_every)
     if not train_recs:
         raise SystemExit(f"no training data in {args.data}: run `python -m eagle_core.train ids-fixed` or `gen` first")
+    hold_recs, excluded = drop_excluded(hold_recs, getattr(args, "holdout_exclude", None))
     V = target.vocab_size
     vocab = draft_vocabulary(train_recs, args.draft_vocab, V) if args.draft_vocab else list(range(V))
     lm_w = target.lm_head.weight.detach()[torch.tensor(vocab)].clone()
@@ -212,13 +242,14 @@ def run_train(args):
     n_tok = sum(len(r["ids"]) for r in train_recs)
     n_resp = sum(len(r["ids"]) - r["prompt_len"] for r in train_recs)
     info = {"sequences": len(train_recs), "tokens": n_tok, "response_tokens": n_resp, "holdout": len(hold_recs),
-            "draft_vocab": len(vocab), "draft_vocab_coverage": coverage(hold_recs, vocab)}
+            "draft_vocab": len(vocab), "draft_vocab_coverage": coverage(hold_recs, vocab),
+            "holdout_excluded": excluded}
     print(json.dumps(info), flush=True)
 
     torch.manual_seed(args.seed)
     head = EagleHead(HeadConfig.for_target(target.config)).to(device)
     if args.init and not os.path.exists(os.path.join(args.out, "ckpt.pt")):
-        head.load_state_dict(torch.load(args.init, weights_only=False)["head"])  # warm start
+        head.load_state_dict(init_state(args.init))  # warm start
         print(f"initialised from {args.init}", flush=True)
     per_epoch = len(make_batches(train_recs, args.tokens_per_batch, args.max_seq, 0))
     total_steps = per_epoch * args.epochs
@@ -270,8 +301,10 @@ def run_train(args):
                 save()
                 print("time budget reached; rerun the same command to resume", flush=True)
                 return
-        ev = holdout_accuracy(head, embed, lm_w, hold_recs, args, device, target)
-        rec = {"epoch_end": state["epoch"] + 1, "step": state["step"], "elapsed_s": round(state["elapsed"], 1), **ev}
+        ev = {name: holdout_accuracy(head, embed, lm_w, recs, args, device, target)
+              for name, recs in holdout_sets(hold_recs).items()}
+        rec = {"epoch_end": state["epoch"] + 1, "step": state["step"], "elapsed_s": round(state["elapsed"], 1),
+               **{f"{k}_{name}" if name != "all" else k: v for name, e in ev.items() for k, v in e.items()}}
         log.write(json.dumps(rec) + "\n"); log.flush()
         print(json.dumps(rec), flush=True)
         state["epoch"] += 1; state["batch"] = 0

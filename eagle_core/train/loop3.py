@@ -30,8 +30,8 @@ from collections import Counter
 import torch
 
 from ..head3 import Eagle3Config, Eagle3Head, save_head3
-from .features import id_batch, teacher_forced
-from .loop import GRAD_CLIP, LOG_EVERY, make_batches, optimizer_and_resume
+from .features import cached, cached_features, id_batch, teacher_forced
+from .loop import GRAD_CLIP, LOG_EVERY, holdout_sets, make_batches, optimizer_and_resume
 
 TTT_STEPS = 7  # unrolled draft steps (the official trainer's `length`)
 TTT_DECAY = 0.8  # step k weighs 0.8^k
@@ -65,7 +65,10 @@ def target_batch(target, head: Eagle3Head, layers, records, idx, max_seq: int):
     dev = target.device
     weight = torch.zeros(B, T)
     weight[:, :-1] = ib.answer[:, 1:].float()  # position j predicts x_{j+1}: weigh it if x_{j+1} is an answer token
-    final, captured = teacher_forced(target, ib, layers)
+    if cached(records, idx):
+        final, captured = cached_features(records, idx, ib, tuple(layers), dev)
+    else:
+        final, captured = teacher_forced(target, ib, layers)
     draft_ids = head.draft_ids().to(dev)
     w = target.lm_head.weight
     p = torch.softmax((final @ w[draft_ids].T).float(), -1)  # (B, T, N)
@@ -75,8 +78,10 @@ def target_batch(target, head: Eagle3Head, layers, records, idx, max_seq: int):
     return ib.ids.to(dev), captured, p, weight
 
 
-def ttt_loss(head: Eagle3Head, embed, batch, steps: int = TTT_STEPS, decay: float = TTT_DECAY):
-    """The training-time-test loss of one batch; returns (loss, per-step top-1 accuracies)."""
+def ttt_loss(head: Eagle3Head, embed, batch, steps: int = TTT_STEPS, decay: float = TTT_DECAY, counts=None):
+    """The training-time-test loss of one batch; returns (loss, per-step top-1 accuracies). If
+    `counts` (a list of [hits, weight] pairs, one per step) is given, each step's weighted hits and
+    weight are added to it."""
     ids, captured, p, weight = batch
     B, T = ids.shape
     pad = torch.zeros(B, steps + 1, dtype=ids.dtype, device=ids.device)
@@ -94,8 +99,32 @@ def ttt_loss(head: Eagle3Head, embed, batch, steps: int = TTT_STEPS, decay: floa
         wsum = w.sum().clamp(min=1.0)
         loss = loss + decay ** k * (-(tgt * logq).sum(-1) * w).sum() / wsum
         with torch.no_grad():
-            accs.append(float(((logq.argmax(-1) == tgt.argmax(-1)).float() * w).sum() / wsum))
+            hits = ((logq.argmax(-1) == tgt.argmax(-1)).float() * w).sum()
+            accs.append(float(hits / wsum))
+            if counts is not None:
+                counts[k][0] += float(hits); counts[k][1] += float(w.sum())
     return loss, accs
+
+
+@torch.no_grad()
+def holdout_accuracy3(head: Eagle3Head, target, layers, records, tokens_per_batch: int, max_seq: int,
+                      steps: int) -> dict:
+    """Held-out accuracy with the target's features as step 0's input:
+    top1: the head's first draft token equals the target's argmax, over EVERY position whose next
+          token is a response token (a target argmax outside the draft vocabulary counts as a miss),
+          the same measure as EAGLE-2's held-out top-1;
+    acc_by_step: step k's top-1 when it reads its own k earlier outputs (training-time test), over
+          positions whose target argmax it can draft."""
+    head.eval()
+    counts = [[0.0, 0.0] for _ in range(steps)]
+    responses = 0
+    for idx in make_batches(records, tokens_per_batch, max_seq, 0):
+        batch = target_batch(target, head, layers, records, idx, max_seq)
+        ttt_loss(head, target.embed, batch, steps, counts=counts)
+        responses += int(id_batch(records, idx, max_seq).answer[:, 1:].sum())
+    head.train()
+    return {"top1": counts[0][0] / max(responses, 1), "positions": responses,
+            "acc_by_step": [round(h / max(w, 1.0), 4) for h, w in counts]}
 
 
 def run_train3(args):
@@ -106,7 +135,7 @@ def run_train3(args):
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
     target = load_target(args.model)
-    records, _ = load_training_data(args.data, target, args.holdout_shards, args.max_shards, args.holdout_every)
+    records, hold = load_training_data(args.data, target, args.holdout_shards, args.max_shards, args.holdout_every)
     if not records:
         raise SystemExit(f"no training data in {args.data}: run `python -m eagle_core.train ids-fixed` or `gen` first")
     V = target.vocab_size
@@ -151,6 +180,12 @@ def run_train3(args):
                 save()
                 print("time budget reached; rerun the same command to resume", flush=True)
                 return
+        ev = {name: holdout_accuracy3(head, target, layers, recs, args.tokens_per_batch, args.max_seq, args.steps)
+              for name, recs in holdout_sets(hold).items()}
+        rec = {"epoch_end": state["epoch"] + 1, "step": state["step"], "elapsed_s": round(state["elapsed"], 1),
+               **{f"{k}_{name}" if name != "all" else k: v for name, e in ev.items() for k, v in e.items()}}
+        log.write(json.dumps(rec) + "\n"); log.flush()
+        print(json.dumps(rec), flush=True)
         state["epoch"] += 1; state["batch"] = 0
         save()
         save_head3(head, os.path.join(args.out, "head3"), meta={"epochs": state["epoch"], "steps": state["step"],

@@ -1,0 +1,202 @@
+"""A local feature cache: the target's features of token-id datasets, computed once, read every epoch.
+
+On a CPU the target's teacher-forced forward is the expensive part of training (about 450
+tokens/s on a 2-core machine for the 135 M default, near the arithmetic peak), several times
+the head's own training step. Without a cache each epoch pays it again; with one, only the
+first pass does. The cache is local (`data/`, not committed): the token ids that make it are
+committed (train/ids.py), so it can always be rebuilt.
+
+    python -m eagle_core.train features --data assets/train_data/fixed --out data/feats --minutes 60
+
+Layout of the output directory:
+    features.json   what made it (datasets, target fingerprint, layers, max_seq, order seed) and
+                    the list of shards written so far
+    fshard_NNNNN.pt one shard of `--shard-seqs` sequences (torch.save, tensors only):
+        tokens (sum T,) int32, offsets (n + 1,) int64, prompt_len (n,) int32, line (n,) int32,
+        own (n,) bool (a self-distilled answer of the target, not a reference answer),
+        source (n,) int32 into source_names, final (sum T, H) fp16 (the last hidden state after the
+        final norm: what EAGLE-1/2 reads and the LM head turns into the target's distribution),
+        layers (sum T, len(layers) * H) fp16 (the residual stream entering each captured layer:
+        what EAGLE-3 reads), with T = min(sequence length, max_seq)
+
+The sequences of all the given datasets (training and held-out alike; the trainers hold out by
+the same hash of source and line as for token ids) are shuffled once by `--seed`, so any prefix
+of shards is a sample of every source. Each shard is written atomically and then recorded in
+the manifest; a rerun of the same command resumes after the last shard. The cache is local and
+a machine may not keep it (a session here loses `data/`): `--start-shard S` begins at shard S,
+so a later session can cache the next slice of the same order and continue training the
+committed head on data it has not seen (docs/training.md lists which shards each head saw).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+
+import torch
+
+from .features import id_batch, teacher_forced
+from .ids import check_fits, load_id_dataset, read_manifest, tokenizer_fingerprint
+
+MANIFEST = "features.json"
+FORMAT = "eagle-feature-cache/1"
+SETTINGS = ("max_seq", "seed", "shard_seqs", "layers")  # fixed for a directory
+
+
+def shard_name(s: int) -> str:
+    return f"fshard_{s:05d}.pt"
+
+
+def is_feature_cache(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, MANIFEST))
+
+
+def _write_manifest(out: str, m: dict) -> None:
+    tmp = os.path.join(out, MANIFEST + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(m, f, indent=1)
+    os.replace(tmp, os.path.join(out, MANIFEST))
+
+
+def sequence_order(records: list[dict], seed: int) -> list[int]:
+    order = list(range(len(records)))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def _batches(records, idx: list[int], tokens_per_batch: int, max_seq: int) -> list[list[int]]:
+    """Cut one shard's sequences into batches of similar length (little padding)."""
+    idx = sorted(idx, key=lambda i: len(records[i]["ids"]))
+    out, cur, cur_max = [], [], 0
+    for i in idx:
+        L = min(len(records[i]["ids"]), max_seq)
+        if cur and max(cur_max, L) * (len(cur) + 1) > tokens_per_batch:
+            out.append(cur)
+            cur, cur_max = [], 0
+        cur.append(i)
+        cur_max = max(cur_max, L)
+    return out + [cur] if cur else out
+
+
+def compute_shard(target, records, idx: list[int], layers: tuple[int, ...], max_seq: int,
+                  tokens_per_batch: int) -> dict:
+    """The features of records `idx` (in that order) as one shard's tensors."""
+    final_of, layers_of = {}, {}
+    for b in _batches(records, idx, tokens_per_batch, max_seq):
+        ib = id_batch(records, b, max_seq)
+        final, captured = teacher_forced(target, ib, layers)
+        for row, (i, n) in enumerate(zip(b, ib.lengths)):
+            final_of[i] = final[row, :n].to(torch.float16).cpu()
+            layers_of[i] = captured[row, :n].to(torch.float16).cpu()
+    names = sorted({records[i]["source"] for i in idx})
+    lengths = torch.tensor([min(len(records[i]["ids"]), max_seq) for i in idx])
+    shard = {
+        "tokens": torch.cat([records[i]["ids"][:max_seq].to(torch.int32) for i in idx]),
+        "offsets": torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]),
+        "prompt_len": torch.tensor([min(records[i]["prompt_len"], max_seq) for i in idx], dtype=torch.int32),
+        "line": torch.tensor([records[i]["line"] for i in idx], dtype=torch.int32),
+        "own": torch.tensor([bool(records[i].get("own")) for i in idx]),
+        "source": torch.tensor([names.index(records[i]["source"]) for i in idx], dtype=torch.int32),
+        "source_names": names,
+        "final": torch.cat([final_of[i] for i in idx]),
+        "layers": torch.cat([layers_of[i] for i in idx]),
+    }
+    for k in ("final", "layers"):
+        if not torch.isfinite(shard[k]).all():
+            raise FloatingPointError(f"the target's {k} features overflow float16; this cache cannot hold them")
+    return shard
+
+
+def shard_records(shard: dict, layers: tuple[int, ...]) -> list[dict]:
+    """A shard's sequences as training records: ids, prompt_len, source, line, feats (T, H) fp16
+    (the final features) and layers (T, 3H) fp16, views into the shard's tensors, and layer_ids."""
+    off = shard["offsets"].tolist()
+    out = []
+    for j in range(len(off) - 1):
+        a, b = off[j], off[j + 1]
+        out.append({"ids": shard["tokens"][a:b], "prompt_len": int(shard["prompt_len"][j]),
+                    "source": shard["source_names"][int(shard["source"][j])], "line": int(shard["line"][j]),
+                    "own": bool(shard["own"][j]),
+                    "feats": shard["final"][a:b], "layers": shard["layers"][a:b], "layer_ids": layers})
+    return out
+
+
+def load_feature_cache(path: str, target=None) -> tuple[list[dict], dict]:
+    """-> (records of every shard written so far, the manifest); shards are memory-mapped."""
+    with open(os.path.join(path, MANIFEST), encoding="utf-8") as f:
+        m = json.load(f)
+    if m.get("format") != FORMAT:
+        raise ValueError(f"{path}: format {m.get('format')!r}, expected {FORMAT!r}")
+    if target is not None:
+        check_fits(m, target, path)
+    recs = []
+    for name in m["shards"]:
+        shard = torch.load(os.path.join(path, name), mmap=True, weights_only=True)
+        recs.extend(shard_records(shard, tuple(m["settings"]["layers"])))
+    return recs, m
+
+
+def default_layers(target) -> tuple[int, ...]:
+    from ..head3 import Eagle3Config
+
+    return tuple(Eagle3Config.for_target(target.config).layers_for(int(target.config.num_hidden_layers)))
+
+
+def run_features(args, target=None) -> dict:
+    """python -m eagle_core.train features; `target` (tests) replaces loading args.model. -> the manifest."""
+    from ..target import load_target
+
+    torch.set_num_threads(args.threads)
+    target = target or load_target(args.model)
+    layers = tuple(args.layers) if args.layers else default_layers(target)
+    settings = {"max_seq": args.max_seq, "seed": args.seed, "shard_seqs": args.shard_seqs, "layers": list(layers)}
+    datasets = [os.path.normpath(p) for p in args.data]
+    records = []
+    for p in datasets:
+        check_fits(read_manifest(p), target, p)
+        records.extend(load_id_dataset(p, target))
+    os.makedirs(args.out, exist_ok=True)
+    mpath = os.path.join(args.out, MANIFEST)
+    if os.path.exists(mpath):
+        with open(mpath, encoding="utf-8") as f:
+            m = json.load(f)
+        if m["settings"] != settings or m["datasets"] != datasets:
+            raise SystemExit(f"{args.out} holds features made with {m['settings']} from {m['datasets']}; "
+                             f"rerun with those or use another --out")
+    else:
+        m = {"format": FORMAT, "tokenizer": tokenizer_fingerprint(target), "model": str(target.name),
+             "datasets": datasets, "settings": settings, "sequences_total": len(records),
+             "shards": [], "sequences": 0, "tokens": 0, "seconds": 0.0}
+    order = sequence_order(records, args.seed)
+    n_shards = -(-len(order) // args.shard_seqs)
+    done = set(m["shards"])
+    todo = [s for s in range(args.start_shard, n_shards) if shard_name(s) not in done]
+    print(f"{len(records)} sequences in {n_shards} shards; {len(done)} done here, {len(todo)} to do from shard "
+          f"{args.start_shard}", flush=True)
+    t_start = time.time()
+    # the stock transformers path: big batches are far past the engine's small-row kernels, and
+    # bitwise batch invariance does not matter for training features
+    with target.stock_kernels():
+        for s in todo:
+            t0 = time.time()
+            idx = order[s * args.shard_seqs:(s + 1) * args.shard_seqs]
+            shard = compute_shard(target, records, idx, layers, args.max_seq, args.tokens_per_batch)
+            name = shard_name(s)
+            tmp = os.path.join(args.out, name + ".tmp")
+            torch.save(shard, tmp)
+            os.replace(tmp, os.path.join(args.out, name))
+            dt = time.time() - t0
+            n_tok = int(shard["offsets"][-1])
+            m["shards"].append(name)
+            m["sequences"] += len(idx); m["tokens"] += n_tok; m["seconds"] = round(m["seconds"] + dt, 1)
+            m["command"] = "python -m eagle_core.train " + " ".join(sys.argv[1:])
+            _write_manifest(args.out, m)
+            left = (len(todo) - todo.index(s) - 1) * dt
+            print(f"shard {s + 1}/{n_shards}: {len(idx)} sequences, {n_tok} tokens in {dt:.0f}s "
+                  f"({n_tok / dt:.0f} tok/s); {m['tokens']} tokens cached; ETA {left / 60:.0f} min", flush=True)
+            if args.minutes and time.time() - t_start > args.minutes * 60:
+                print("time budget reached; rerun the same command to resume", flush=True)
+                break
+    return m

@@ -1,0 +1,87 @@
+"""tau per language: the same benchmark asked in English and in Chinese (the Learn tab's figure).
+
+The numbers come from `python -m eagle_core.train eval --json-out ...` over the paired prompt
+sets (MGSM en/zh, MT-bench en/zh); the shipped copy is assets/learn/per_language.json, a list of
+such results (one per head). Nothing here runs a model.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import plotly.graph_objects as go
+
+from .style import BLUE, ORANGE, base_layout, empty_figure
+
+PER_LANGUAGE_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "learn",
+                                 "per_language.json")
+
+# prompt file -> (benchmark, language)
+PAIRS = {
+    "mgsm_en.jsonl": ("MGSM", "English"), "mgsm_zh.jsonl": ("MGSM", "Chinese"),
+    "mt_bench_question.jsonl": ("MT-bench", "English"), "mt_bench_zh_question.jsonl": ("MT-bench", "Chinese"),
+}
+LANG_STYLE = {"English": (BLUE, ""), "Chinese": (ORANGE, "/")}  # colour and hatching: not told by colour alone
+
+
+def language_rows(results: list[dict]) -> list[dict]:
+    """One row per (head, tree, temperature, benchmark, language) from eval results."""
+    rows = []
+    for res in results:
+        method = "EAGLE-3" if res.get("method") == "eagle3" else "EAGLE-2"
+        for run in res["runs"]:
+            if run["prompts"] not in PAIRS:
+                continue
+            bench, lang = PAIRS[run["prompts"]]
+            o = run["overall"]
+            rows.append({"method": method, "tree": tuple(run["tree"]), "temperature": run["temperature"],
+                         "benchmark": bench, "language": lang, "prompts": o["prompts"], "tau": o["tau"],
+                         "tokens_per_s": o["tokens_per_s"]})
+    return rows
+
+
+def load_language_rows(path: str = PER_LANGUAGE_FILE) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return language_rows(json.load(f))
+
+
+def language_table(rows: list[dict]) -> str:
+    """Markdown: tau in English and Chinese side by side, and their ratio."""
+    if not rows:
+        return ""
+    by = {(r["method"], r["tree"], r["temperature"], r["benchmark"], r["language"]): r for r in rows}
+    keys = sorted({k[:4] for k in by}, key=lambda k: (k[0], k[3], k[1], k[2]))
+    lines = ["| head | benchmark | tree (depth, top_k, total) | T | tau English (n) | tau Chinese (n) | zh / en |",
+             "|---|---|---|---|---|---|---|"]
+    for k in keys:
+        en, zh = by.get((*k, "English")), by.get((*k, "Chinese"))
+        cell = lambda r: f"{r['tau']:.2f} ({r['prompts']})" if r else "–"
+        ratio = f"{zh['tau'] / en['tau']:.2f}" if en and zh else "–"
+        lines.append(f"| {k[0]} | {k[3]} | {k[1]} | {k[2]:g} | {cell(en)} | {cell(zh)} | {ratio} |")
+    return "\n".join(lines)
+
+
+def language_figure(rows: list[dict]) -> go.Figure:
+    """Grouped bars: tau per benchmark and head, English beside Chinese (first tree, T=0 if present)."""
+    if not rows:
+        return empty_figure("No per-language measurement is shipped yet.", height=300)
+    tree = rows[0]["tree"]
+    temp = min(r["temperature"] for r in rows)
+    sel = [r for r in rows if r["tree"] == tree and r["temperature"] == temp]
+    groups = sorted({(r["method"], r["benchmark"]) for r in sel})
+    fig = go.Figure()
+    for lang, (colour, hatch) in LANG_STYLE.items():
+        vals = {(r["method"], r["benchmark"]): r for r in sel if r["language"] == lang}
+        fig.add_trace(go.Bar(
+            x=[f"{b}<br>{m}" for m, b in groups], y=[vals[g]["tau"] if g in vals else None for g in groups],
+            name=lang, marker=dict(color=colour, pattern=dict(shape=hatch)),
+            text=[f"{vals[g]['tau']:.2f}" if g in vals else "" for g in groups], textposition="outside",
+            cliponaxis=False, hovertemplate=f"{lang}: tau %{{y:.2f}}<extra></extra>"))
+    base_layout(fig, f"Tokens per cycle (tau) by language · tree {tree[0]}/{tree[1]}/{tree[2]}, T={temp:g}",
+                height=340)
+    fig.update_layout(barmode="group")
+    top = max(r["tau"] for r in sel)
+    fig.update_yaxes(range=[0, top * 1.25], title="tau (1.00 = vanilla)", gridcolor="#eee")
+    return fig

@@ -270,6 +270,17 @@ def run_train(args):
         os.replace(tmp, ckpt)
 
     log = open(os.path.join(args.out, "log.jsonl"), "a")
+
+    def evaluate(epoch_end: int):
+        ev = {name: holdout_accuracy(head, embed, lm_w, recs, args, device, target)
+              for name, recs in holdout_sets(hold_recs).items()}
+        rec = {"epoch_end": epoch_end, "step": state["step"], "elapsed_s": round(state["elapsed"], 1),
+               **{f"{k}_{name}" if name != "all" else k: v for name, e in ev.items() for k, v in e.items()}}
+        log.write(json.dumps(rec) + "\n"); log.flush()
+        print(json.dumps(rec), flush=True)
+
+    if args.init and c is None and hold_recs:
+        evaluate(0)  # the warm start itself, on the same held-out sets: the baseline of this run
     t_session, t_ckpt = time.time(), time.time()
     head.train()
     while state["epoch"] < args.epochs:
@@ -301,12 +312,7 @@ def run_train(args):
                 save()
                 print("time budget reached; rerun the same command to resume", flush=True)
                 return
-        ev = {name: holdout_accuracy(head, embed, lm_w, recs, args, device, target)
-              for name, recs in holdout_sets(hold_recs).items()}
-        rec = {"epoch_end": state["epoch"] + 1, "step": state["step"], "elapsed_s": round(state["elapsed"], 1),
-               **{f"{k}_{name}" if name != "all" else k: v for name, e in ev.items() for k, v in e.items()}}
-        log.write(json.dumps(rec) + "\n"); log.flush()
-        print(json.dumps(rec), flush=True)
+        evaluate(state["epoch"] + 1)
         state["epoch"] += 1; state["batch"] = 0
         save()
         run_export_from(head, vocab, os.path.join(args.out, "head"), info, state)

@@ -15,6 +15,10 @@ stock nn.Linear modules back (the benchmark's transformers `generate` runs that 
 The engine talks to the target through `Target`: `forward()` runs the model body (no LM head)
 with an explicit cache, positions and optional 4D mask and returns the last hidden states,
 i.e. the FEATURES the EAGLE head learns from; `logits()` applies the LM head only where asked.
+With the kernels installed, `forward()` and `forward_layers()` run the decoder through
+`eagle_core.lean` (the same arithmetic without transformers' per-module overhead) where it
+applies; `Target.forward_path` records the decision made at load ("lean" or "transformers",
+the reason in `forward_note`), and any call it cannot serve goes through transformers.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import kernels
+from . import kernels, lean
 from .paths import cache_root
 
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default
@@ -85,11 +89,15 @@ class Target:
             if isinstance(im_end, int) and im_end != getattr(self.tokenizer, "unk_token_id", None):
                 ids.add(im_end)
             self.eos_ids = tuple(sorted(ids))
+        # after the kernels are installed: the lean decoder forward, or why the transformers one
+        self._lean, self.forward_path, self.forward_note = lean.build(self)
 
     # -- the two calls the engine makes --------------------------------------------------------
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, cache, position_ids=None, attention_mask=None) -> torch.Tensor:
         """Run the model body. input_ids (1, n) -> features (1, n, H), appending n entries to `cache`."""
+        if self._lean is not None and self._lean.applies(input_ids, cache, attention_mask):
+            return self._lean.forward(input_ids, cache, position_ids, attention_mask)[0]
         out = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                         cache=cache, use_cache=True)
         return out.last_hidden_state
@@ -104,7 +112,11 @@ class Target:
         """Like `forward`, and also capture the hidden state ENTERING each decoder layer in `layers`
         (= the output of layer i-1; layer 0's input is the embedding), by forward pre-hooks on those
         layers. Returns (last hidden states (B, n, H), captured (B, n, len(layers) * H) in the order
-        given). Without `cache`: a plain batched teacher-forced forward (training data)."""
+        given). Without `cache`: a plain batched teacher-forced forward (training data). The lean
+        path captures the same tensors directly, without hooks."""
+        if self._lean is not None and self._lean.applies(input_ids, cache, attention_mask):
+            last, captured = self._lean.forward(input_ids, cache, position_ids, attention_mask, capture=tuple(layers))
+            return last, torch.cat(captured, dim=-1)
         seen: dict[int, torch.Tensor] = {}
         blocks = self.body.layers
         hooks = [blocks[i].register_forward_pre_hook(lambda m, args, i=i: seen.__setitem__(i, args[0]))
@@ -156,7 +168,10 @@ class Target:
 
     def describe(self) -> str:
         n = sum(p.numel() for p in self.model.parameters())
-        kern = f", kernels {self.kernels.describe()}" if self.kernels is not None and self.kernels.swaps else ""
+        kern = ""
+        if self.kernels is not None and self.kernels.swaps:
+            fwd = "lean forward" if self.forward_path == "lean" else f"transformers forward: {self.forward_note}"
+            kern = f", kernels {self.kernels.describe()}, {fwd}"
         return f"{self.name} ({n / 1e6:.1f}M params, {self.device}, {str(self.dtype).replace('torch.', '')}{kern})"
 
 

@@ -1,0 +1,283 @@
+"""A lean forward of the target's decoder on a CPU: the same arithmetic as transformers, less overhead.
+
+A step of the default model (30 layers) spends ~45 ms in transformers, of which its matrix products
+are ~26 ms; the rest is Python per module, small tensor ops and 7 separate products per layer. This
+module runs the same decoder directly, one loop over the layers:
+
+    RMSNorm -> ONE product [Wq; Wk; Wv] (+ Qwen2's biases) -> RoPE on q and k together, with cos/sin
+    from the model's own rotary module -> the engine's cache (its per-layer `update`) -> the model's
+    attention function (the engine's row-invariant kernel, SDPA beyond 64 rows) -> o_proj -> residual
+    -> RMSNorm -> ONE product [Wgate; Wup] -> silu(gate) * up -> down_proj -> residual; final norm.
+
+It changes nothing the model computes: the mask comes from transformers' own mask builder with the
+arguments the model would pass it (tree masks as given, causal otherwise, padding for batches), and
+each small op is the one transformers runs, elementwise in the same order. The fused products go
+through the kernels the target already uses (eagle_core.kernels): smallgemm computes every output
+with one accumulator in a fixed order, so a fused product gives the same bits as separate ones, and
+with it the lean forward equals the transformers forward bit for bit (tests/test_lean.py).
+
+`build(target)` decides once per model whether this applies (Llama / Qwen2 / Mistral decoders,
+CPU, float32, eagle_core.kernels installed, no sliding window in effect, the expected modules and
+no hooks) and returns the reason when it does not; `EAGLE_LEAN=0` forces the transformers path.
+Each call checks the few things that can change after load (the kernels swapped out by
+`Target.stock_kernels()`, training mode, hooks, the cache type, weights edited in place) and
+otherwise the target falls back to transformers for that call.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.modules import module as _torch_module
+
+from . import kernels
+from .kernels import attention
+
+ENV = "EAGLE_LEAN"  # "0" (or off / false / no): always the transformers path
+ARCHS = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral"}  # model_type -> transformers class prefix
+ATTENTIONS = (attention.NAME, "sdpa", "eager")  # attention implementations whose call this module can make
+
+
+def _rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """The Llama RMSNorm of transformers, op for op (float32 in, so its dtype casts are no-ops)."""
+    var = h.pow(2).mean(-1, keepdim=True)
+    return weight * (h * torch.rsqrt(var + eps))
+
+
+class _Product:
+    """y = x W^T (+ b) through one eagle_core.kernels backend, on a weight prepared once."""
+
+    __slots__ = ("run", "state", "bias", "out_features")
+
+    def __init__(self, backend, state, bias, out_features: int):
+        self.run, self.state, self.bias, self.out_features = backend.run, state, bias, out_features
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (m, K) -> (m, N)
+        return self.run(self.state, x if x.is_contiguous() else x.contiguous(), self.bias)
+
+
+def _fused_backend(installed, parts: list[kernels.Linear], shape: tuple[int, int]) -> str:
+    """The backend for the product of the stacked weights of `parts`. smallgemm when they all use
+    it (one accumulator per output: stacking changes no bit, and no new calibration); the backend
+    asked for by name when the policy names one; else the per-shape choice, measured once."""
+    names = {p.backend.name for p in parts}
+    if names == {"smallgemm"}:
+        return "smallgemm"
+    if installed.policy in kernels.BACKENDS:
+        return installed.policy
+    return kernels.choose([shape])[shape]
+
+
+def _fused(installed, parts: list[kernels.Linear]) -> _Product:
+    w = torch.cat([p.weight.detach() for p in parts])  # (sum N, K)
+    bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
+    lin = kernels.linear_of(w, _fused_backend(installed, parts, tuple(w.shape)))
+    lin.prepare()
+    return _Product(lin.backend, lin._state, bias, w.shape[0])
+
+
+def _own(lin: kernels.Linear) -> _Product:
+    """An unfused product (o_proj, down_proj) on the Linear's own prepared weight."""
+    if lin._state is None or lin._version != kernels._version(lin.weight):
+        lin.prepare()
+    return _Product(lin.backend, lin._state, None if lin.bias is None else lin.bias.detach(), lin.out_features)
+
+
+class _Layer:
+    """One decoder layer's weights in the form the lean forward uses."""
+
+    __slots__ = ("attn", "ln1", "eps1", "ln2", "eps2", "qkv", "o", "gate_up", "down", "scaling")
+
+    def __init__(self, block, installed):
+        a, m = block.self_attn, block.mlp
+        self.attn = a  # passed to the attention function (it reads is_causal, GQA groups, training)
+        self.ln1, self.eps1 = block.input_layernorm.weight.detach(), block.input_layernorm.variance_epsilon
+        self.ln2, self.eps2 = block.post_attention_layernorm.weight.detach(), block.post_attention_layernorm.variance_epsilon
+        self.qkv = _fused(installed, [a.q_proj, a.k_proj, a.v_proj])
+        self.o = _own(a.o_proj)
+        self.gate_up = _fused(installed, [m.gate_proj, m.up_proj])
+        self.down = _own(m.down_proj)
+        self.scaling = a.scaling
+
+
+def _projections(block) -> list[nn.Module]:
+    a, m = block.self_attn, block.mlp
+    return [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
+
+
+def _has_hooks(mod: nn.Module) -> bool:
+    return bool(mod._forward_hooks or mod._forward_pre_hooks)
+
+
+def _global_hooks() -> bool:
+    return bool(getattr(_torch_module, "_global_forward_hooks", None)
+                or getattr(_torch_module, "_global_forward_pre_hooks", None))
+
+
+def unsupported(target) -> str | None:
+    """Why the lean forward cannot run this target (None: it can)."""
+    if os.environ.get(ENV, "1").strip().lower() in ("0", "off", "false", "no"):
+        return f"{ENV}=0"
+    if not str(target.device).startswith("cpu") or target.dtype is not torch.float32:
+        return f"{target.device} {str(target.dtype).replace('torch.', '')} (lean: CPU float32 only)"
+    inst = target.kernels
+    if inst is None or not inst.swaps:
+        return "eagle_core.kernels not installed"
+    cfg, body = target.config, target.body
+    prefix = ARCHS.get(getattr(cfg, "model_type", None))
+    if prefix is None:
+        return f"model type {getattr(cfg, 'model_type', '?')!r}"
+    mod = importlib.import_module(f"transformers.models.{cfg.model_type}.modeling_{cfg.model_type}")
+    cls = {k: getattr(mod, prefix + k, None) for k in ("Model", "DecoderLayer", "Attention", "MLP", "RMSNorm")}
+    if type(body) is not cls["Model"] or type(body.norm) is not cls["RMSNorm"]:
+        return f"unexpected module structure ({type(body).__name__})"
+    if not isinstance(body.embed_tokens, nn.Embedding) or not hasattr(body, "rotary_emb"):
+        return "unexpected module structure (embedding / rotary)"
+    if getattr(cfg, "hidden_act", None) != "silu" or not getattr(cfg, "is_causal", True):
+        return f"activation {getattr(cfg, 'hidden_act', '?')!r} / non-causal"
+    if any(t != "full_attention" for t in (getattr(cfg, "layer_types", None) or ())):
+        return "sliding-window (or other non-full) attention layers"
+    window = getattr(cfg, "sliding_window", None) if cfg.model_type == "mistral" else None
+    if window is not None and window < target.context_limit:
+        return f"sliding window {window} in effect (context {target.context_limit})"
+    from transformers.activations import SiLUActivation
+
+    for i, block in enumerate(body.layers[: cfg.num_hidden_layers]):
+        if (type(block) is not cls["DecoderLayer"] or type(block.self_attn) is not cls["Attention"]
+                or type(block.mlp) is not cls["MLP"] or type(block.mlp.act_fn) not in (SiLUActivation, nn.SiLU)
+                or type(block.input_layernorm) is not cls["RMSNorm"]
+                or type(block.post_attention_layernorm) is not cls["RMSNorm"]):
+            return f"unexpected module structure in layer {i}"
+        projs = _projections(block)
+        if not all(isinstance(p, kernels.Linear) for p in projs):
+            return f"layer {i}: a projection does not run on eagle_core.kernels"
+        if len({p.bias is None for p in projs[:3]}) > 1 or len({p.bias is None for p in projs[4:6]}) > 1:
+            return f"layer {i}: biases on only some of q/k/v or gate/up"
+        a = block.self_attn
+        H, G, d = cfg.num_attention_heads, cfg.num_key_value_heads, a.head_dim
+        if (a.q_proj.out_features != H * d or a.k_proj.out_features != G * d or a.v_proj.out_features != G * d
+                or a.o_proj.in_features != H * d or H % G or d % 2
+                or block.mlp.gate_proj.out_features != block.mlp.up_proj.out_features):
+            return f"layer {i}: unexpected projection shapes"
+    if any(_has_hooks(m) or "forward" in m.__dict__ for m in body.modules()) or _global_hooks():
+        return "forward hooks or patched forwards on the model"
+    return None
+
+
+class LeanDecoder:
+    """The lean forward of one target's decoder body (see the module docstring)."""
+
+    def __init__(self, target):
+        self.body, self.config, self.installed = target.body, target.config, target.kernels
+        cfg = self.config
+        self.blocks = list(self.body.layers[: cfg.num_hidden_layers])
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = self.blocks[0].self_attn.head_dim
+        self.inter = self.blocks[0].mlp.gate_proj.out_features
+        if cfg.model_type == "mistral" and getattr(cfg, "sliding_window", None) is not None:
+            from transformers.masking_utils import create_sliding_window_causal_mask as mask_fn
+        else:
+            from transformers.masking_utils import create_causal_mask as mask_fn
+        self.mask_fn = mask_fn  # the mask builder the model's own forward calls
+        mod = importlib.import_module(f"transformers.models.{cfg.model_type}.modeling_{cfg.model_type}")
+        self.eager = mod.eager_attention_forward  # the model's default attention function
+        from transformers import DynamicCache
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        self._cache_type, self._attention_functions = DynamicCache, ALL_ATTENTION_FUNCTIONS
+        # What a call checks: one swapped module (Target.stock_kernels() puts nn.Linear back) and
+        # the modules this forward calls or replaces, for hooks registered after load.
+        self._probe = (self.blocks[0].self_attn, self.blocks[0].self_attn.q_proj)
+        self._watched = [self.body, self.body.embed_tokens, self.body.rotary_emb, self.body.norm, *self.blocks]
+        # The weights copied into the fused products: edited in place (or replaced), they are repacked.
+        self._sources = [t for b in self.blocks for p in _projections(b) for t in (p.weight, p.bias) if t is not None]
+        self._inference = any(t.is_inference() for t in self._sources)  # (no version counter: storage only)
+        self._lock = threading.Lock()
+        self._pack()
+        for b in self.blocks:  # the separate packed forms of q/k/v/gate/up are not read here any more:
+            for p in _projections(b)[:3] + _projections(b)[4:6]:  # free them; a transformers-path call
+                p._state, p._version = None, None  # repacks one on first use (kernels.Linear.forward)
+
+    def _fingerprint(self) -> list:
+        """What changes when a source weight is edited in place or given new storage (once per call)."""
+        if self._inference:
+            return [kernels._version(t) for t in self._sources]
+        return [(t.data_ptr(), t._version) for t in self._sources]
+
+    def _pack(self) -> None:
+        seen = self._fingerprint()
+        self.layers = [_Layer(b, self.installed) for b in self.blocks]
+        self._seen = seen  # last: a concurrent call sees the old fingerprint until the new layers are in
+
+    def _refresh(self) -> None:
+        if self._fingerprint() != self._seen:
+            with self._lock:
+                if self._fingerprint() != self._seen:
+                    self._pack()
+
+    def applies(self, input_ids, cache, attention_mask) -> bool:
+        """Can this call take the lean path? (Else the target runs transformers for it.)"""
+        attn, q = self._probe
+        return (attn.q_proj is q and not self.body.training
+                and self.config._attn_implementation in ATTENTIONS
+                and isinstance(input_ids, torch.Tensor) and input_ids.device.type == "cpu"
+                and (cache is None or (isinstance(cache, self._cache_type) and not cache.offloading))
+                and (attention_mask is None or (isinstance(attention_mask, torch.Tensor) and attention_mask.dim() in (2, 4)))
+                and not any(_has_hooks(m) for m in self._watched) and not _global_hooks())
+
+    def forward(self, input_ids, cache=None, position_ids=None, attention_mask=None, capture: tuple[int, ...] = ()):
+        """input_ids (B, n) -> (last hidden states after the final norm (B, n, D), [the residual
+        stream entering each layer in `capture`, in that order, each (B, n, D)]). Appends n entries
+        per layer to `cache` (None: a plain forward without a cache, as for teacher forcing)."""
+        self._refresh()
+        body, cfg, layers = self.body, self.config, self.layers  # one read: a repack swaps the whole list
+        nl = len(layers)
+        want = {(i + nl if i < 0 else i): None for i in capture}
+        if any(not 0 <= i < nl for i in want):
+            raise IndexError(f"capture layers {capture} out of range for {nl} layers")
+        h = body.embed_tokens(input_ids)  # (B, n, D)
+        B, n, D = h.shape
+        if position_ids is None:
+            past = cache.get_seq_length() if cache is not None else 0
+            position_ids = (torch.arange(n, device=h.device) + past).unsqueeze(0)
+        mask = self.mask_fn(config=cfg, inputs_embeds=h, attention_mask=attention_mask, cache=cache,
+                            position_ids=position_ids)
+        cos, sin = body.rotary_emb(h, position_ids=position_ids)  # (B, n, d) each
+        H, G, d, inter = self.heads, self.kv_heads, self.head_dim, self.inter
+        half = d // 2
+        # rotate_half(x) * sin == roll(x, d/2) * [-sin_lo, sin_hi], exactly: (-a) * b == a * (-b)
+        cos = cos.unsqueeze(2)  # (B, n, 1, d): broadcasts over the q and k heads
+        sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).unsqueeze(2)
+        attend = self._attention_functions.get_interface(cfg._attn_implementation, self.eager)
+        m = B * n
+        for i, L in enumerate(layers):
+            if i in want:
+                want[i] = h
+            x = _rms_norm(h, L.ln1, L.eps1).view(m, D)
+            qkv = L.qkv(x).view(B, n, H + 2 * G, d)
+            qk = qkv[:, :, : H + G]
+            qk = qk * cos + qk.roll(half, dims=-1) * sin  # RoPE on q and k at once, (B, n, H + G, d)
+            q = qk[:, :, :H].transpose(1, 2)  # (B, H, n, d)
+            k = qk[:, :, H:].transpose(1, 2)  # (B, G, n, d)
+            v = qkv[:, :, H + G:].transpose(1, 2)
+            if cache is not None:
+                k, v = cache.update(k, v, i)  # the engine's GrowingLayer: (B, G, L, d) views
+            out, _ = attend(L.attn, q, k, v, mask, dropout=0.0, scaling=L.scaling)  # (B, n, H, d)
+            h = h + L.o(out.reshape(m, H * d)).view(B, n, D)
+            x = _rms_norm(h, L.ln2, L.eps2).view(m, D)
+            gu = L.gate_up(x)  # (m, 2I): [gate | up]
+            h = h + L.down(F.silu(gu[:, :inter]) * gu[:, inter:]).view(B, n, D)
+        h = _rms_norm(h, body.norm.weight.detach(), body.norm.variance_epsilon)
+        return h, [want[i + nl if i < 0 else i] for i in capture]
+
+
+def build(target) -> tuple[LeanDecoder | None, str, str]:
+    """-> (the lean decoder or None, "lean" or "transformers", why the transformers path)."""
+    reason = unsupported(target)
+    if reason is not None:
+        return None, "transformers", reason
+    return LeanDecoder(target), "lean", ""

@@ -5,7 +5,9 @@
 For each CPU linear-layer backend of eagle_core.kernels (and the one the engine chose), time one
 forward of k new tokens through the model body and the LM head (logits for all k rows, as a
 verification needs) on a cache of `context` tokens, for k = 1 (a vanilla step) up to 64 (a large
-tree). Reported as ms and as t(k)/t(1). t(1) is set against the streaming bound: the fp32 weights
+tree). With the lean forward (eagle_core/lean.py) the chosen kernels are timed twice, through it
+and through transformers' modules; the other backends run through transformers. Reported as ms
+and as t(k)/t(1). t(1) is set against the streaming bound: the fp32 weights
 a step must read once, divided by the read bandwidth measured in the same process.
 """
 from __future__ import annotations
@@ -58,6 +60,12 @@ def measure(target, backends=None, rows=ROWS, context: int = 300, repeats: int =
     with torch.inference_mode():
         if installed is not None and installed.swaps:
             by_backend[f"chosen: {chosen}"] = time_forward(target, rows, context, repeats)
+            if getattr(target, "_lean", None) is not None:  # the same kernels through transformers' modules
+                lean_path, target._lean = target._lean, None
+                try:
+                    by_backend["chosen kernels, transformers forward"] = time_forward(target, rows, context, repeats)
+                finally:
+                    target._lean = lean_path
         for name in names:
             with installed.stock() if installed is not None else contextlib.nullcontext():
                 probe = kernels.install(target.model, name)

@@ -73,6 +73,7 @@ def main(argv=None):
                    help="token-id datasets: 1 prompt in N (by hash of source and line) is held out")
     t.add_argument("--unroll", type=int, default=1, help="2 = also train on the head's own predicted features")
     t.add_argument("--max-shards", type=int, default=None, help="train on at most N shards")
+    t.add_argument("--max-records", type=int, default=None, help="train on the first N sequences only")
     t.add_argument("--init", default=None, help="warm start: a ckpt.pt of an earlier run or a head directory")
     t.add_argument("--holdout-exclude", default=None,
                    help="JSON {\"keys\": [[source, line], ...]}: held-out prompts not to score (a warm start trained on them)")
@@ -96,6 +97,8 @@ def main(argv=None):
     t3.add_argument("--holdout-every", type=int, default=50,
                     help="token-id datasets: 1 prompt in N (by hash of source and line) is never trained on")
     t3.add_argument("--max-shards", type=int, default=None)
+    t3.add_argument("--max-records", type=int, default=None, help="train on the first N sequences only")
+    t3.add_argument("--init", default=None, help="warm start: an EAGLE-3 head directory (its draft vocabulary kept)")
     t3.add_argument("--ckpt-minutes", type=float, default=3.0)
     t3.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0 = no limit")
     t3.add_argument("--seed", type=int, default=0)

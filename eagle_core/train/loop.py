@@ -235,6 +235,7 @@ def run_train(args):
     if not train_recs:
         raise SystemExit(f"no training data in {args.data}: run `python -m eagle_core.train ids-fixed` or `gen` first")
     hold_recs, excluded = drop_excluded(hold_recs, getattr(args, "holdout_exclude", None))
+    train_recs = train_recs[:getattr(args, "max_records", None)]  # a prefix: a feature cache's order is shuffled
     V = target.vocab_size
     vocab = draft_vocabulary(train_recs, args.draft_vocab, V) if args.draft_vocab else list(range(V))
     lm_w = target.lm_head.weight.detach()[torch.tensor(vocab)].clone()

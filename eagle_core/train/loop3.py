@@ -136,6 +136,7 @@ def run_train3(args):
     os.makedirs(args.out, exist_ok=True)
     target = load_target(args.model)
     records, hold = load_training_data(args.data, target, args.holdout_shards, args.max_shards, args.holdout_every)
+    records = records[:getattr(args, "max_records", None)]  # a prefix: a feature cache's order is shuffled
     if not records:
         raise SystemExit(f"no training data in {args.data}: run `python -m eagle_core.train ids-fixed` or `gen` first")
     V = target.vocab_size
@@ -143,6 +144,13 @@ def run_train3(args):
     torch.manual_seed(args.seed)
     head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=len(vocab))).to(target.device)
     head.set_draft_vocab(vocab)
+    if getattr(args, "init", None) and not os.path.exists(os.path.join(args.out, "ckpt3.pt")):
+        from ..head3 import load_head3
+
+        init = load_head3(args.init, target, target.device, torch.float32)  # warm start: its draft vocabulary too
+        head = init.train()
+        vocab = head.draft_ids().tolist()
+        print(f"initialised from {args.init}", flush=True)
     layers = head.config.layers_for(int(target.config.num_hidden_layers))
     total = len(make_batches(records, args.tokens_per_batch, args.max_seq, 0)) * args.epochs
     ckpt = os.path.join(args.out, "ckpt3.pt")

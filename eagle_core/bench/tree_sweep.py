@@ -68,6 +68,8 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.tree_sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", required=True)
     ap.add_argument("--limit", type=int, default=12)
+    ap.add_argument("--per-category", type=int, default=None, help="at most N prompts per category (before --limit)")
+    ap.add_argument("--head", default=None, help="EAGLE-1/2 head directory (default: the shipped head)")
     ap.add_argument("--trees", default="2,2,4;3,3,6;3,4,8;4,4,10;4,6,12;5,6,16;5,8,24")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=None)
@@ -81,11 +83,11 @@ def main(argv=None) -> dict:
 
     trees = [parse_tree(t) for t in args.trees.split(";") if t.strip()]
     target = load_target()
-    head, vocab, name = load_default_head(target)
+    head, vocab, name = load_default_head(target, args.head)
     engine = Engine(target, head, vocab, name)
-    prompts = load_prompts(args.prompts, limit=args.limit)
+    prompts = load_prompts(args.prompts, per_category=args.per_category)[:args.limit]
     stats = sweep(engine, prompts, trees, args.max_new_tokens)
-    info = {**machine_info(target.device), "kernels": target.describe()}
+    info = {**machine_info(target.device), "kernels": target.describe(), "head": name}
     md = render_markdown(stats, info)
     print(md)
     if args.json_out:

@@ -56,3 +56,36 @@ def test_app_charts_and_training_report_agree_on_one_run():
     title = viz.accepted_length_figure(run.cycles).layout.title.text
     assert f"τ = {report['tau']:.2f}" in title
     assert run.summary.tau == pytest.approx(report["tau"])
+
+
+@pytest.mark.parametrize("method", ["eagle2", "eagle3"])
+def test_eval_command_runs_either_head(method, tmp_path, monkeypatch):
+    """`eval --method eagle3 --head DIR` evaluates an EAGLE-3 head (here random, saved in the
+    official layout), `--method eagle2` an EAGLE-1/2 head; both report tau over the prompts."""
+    import argparse
+    import json
+
+    from eagle_core.config import parse_tree
+    from eagle_core.head import save_head
+    from eagle_core.head3 import save_head3
+    from eagle_core.train import evaluate
+    from test_head3 import tiny_head3, tiny_target8
+
+    target = tiny_target8()
+    monkeypatch.setattr(evaluate, "load_target", lambda *a, **k: target)
+    head_dir = str(tmp_path / "head")
+    if method == "eagle3":
+        save_head3(tiny_head3(target), head_dir)
+    else:
+        save_head(tiny_head(target), head_dir)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "abcabc", "category": "x"}\n{"prompt": "hello", "category": "y"}\n')
+    out = tmp_path / "r.json"
+    args = argparse.Namespace(head=head_dir, method=method, prompts=[str(prompts)], limit=None, per_category=None,
+                              max_new_tokens=6, temperatures=[0.0], trees=[parse_tree("2,2,4")], draft_vocab="head",
+                              threads=1, json_out=str(out))
+    evaluate.run_eval(args)
+    res = json.loads(out.read_text())
+    assert res["method"] == method and res["head"] == head_dir
+    o = res["runs"][0]["overall"]
+    assert o["prompts"] == 2 and o["tau"] >= 1.0

@@ -217,3 +217,8 @@ def test_per_language_rows_table_and_figure():
     assert [t.name for t in fig.data] == ["English", "Chinese"]
     assert list(fig.data[1].y) == [1.5, None, 1.2]  # groups: (EAGLE-2 MGSM), (EAGLE-2 MT-bench), (EAGLE-3 MT-bench)
     assert language_table([]) == "" and "No per-language" in language_figure([]).layout.annotations[0].text
+    from viz.languages import merge_results
+    split = [{"head": "h", "method": "eagle2", "runs": results[0]["runs"][:2]},
+             {"head": "h", "method": "eagle2", "runs": results[0]["runs"][2:]}]
+    merged = merge_results(split)
+    assert len(merged) == 1 and len(merged[0]["runs"]) == 4

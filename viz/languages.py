@@ -85,3 +85,42 @@ def language_figure(rows: list[dict]) -> go.Figure:
     top = max(r["tau"] for r in sel)
     fig.update_yaxes(range=[0, top * 1.25], title="tau (1.00 = vanilla)", gridcolor="#eee")
     return fig
+
+
+def merge_results(results: list[dict]) -> list[dict]:
+    """eval results of one head split over several invocations -> one result per (head, method)."""
+    out: dict[tuple[str, str], dict] = {}
+    for res in results:
+        key = (res.get("head", ""), res.get("method", "eagle2"))
+        if key not in out:
+            out[key] = {**res, "runs": []}
+        out[key]["runs"].extend(res["runs"])
+    return list(out.values())
+
+
+def main(argv=None) -> str:
+    """python -m viz.languages EVAL.json ... [--out assets/learn/per_language.json]: merge eval
+    results of the paired prompt sets into the file the Learn tab reads; print the table."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m viz.languages", description=main.__doc__.split(":")[0])
+    ap.add_argument("results", nargs="+", help="JSON files written by `python -m eagle_core.train eval --json-out`")
+    ap.add_argument("--out", default=None, help=f"write the merged list here (the app reads {PER_LANGUAGE_FILE})")
+    args = ap.parse_args(argv)
+    results = []
+    for p in args.results:
+        with open(p, encoding="utf-8") as f:
+            r = json.load(f)
+        results.extend(r if isinstance(r, list) else [r])
+    merged = merge_results(results)
+    if args.out:
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(merged, f, indent=1)
+    md = language_table(language_rows(merged))
+    print(md)
+    return md
+
+
+if __name__ == "__main__":
+    main()

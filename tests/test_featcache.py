@@ -10,7 +10,8 @@ import torch
 from eagle_core.head3 import Eagle3Config, Eagle3Head
 from eagle_core.train import featcache
 from eagle_core.train.features import id_batch, teacher_forced
-from eagle_core.train.ids import FORMAT, load_training_data, tokenizer_fingerprint, write_manifest, write_part
+from eagle_core.train.datasets import load_training_data
+from eagle_core.train.ids import FORMAT, tokenizer_fingerprint, write_manifest, write_part
 from eagle_core.train.loop import collate
 from eagle_core.train.loop3 import target_batch
 from test_head3 import tiny_target8

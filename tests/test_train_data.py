@@ -13,7 +13,8 @@ from eagle_core.train import gen_ids
 from eagle_core.train.data import generate_batch
 from eagle_core.train.features import id_batch, teacher_forced
 from eagle_core.train.fixed import build_fixed, encode_exchange, end_of_turn_id
-from eagle_core.train.ids import (is_heldout, load_id_dataset, load_training_data, part_records, read_part,
+from eagle_core.train.datasets import load_training_data
+from eagle_core.train.ids import (is_heldout, load_id_dataset, part_records, read_part,
                                   write_part)
 from eagle_core.train.loop import collate
 from eagle_core.train.loop3 import target_batch

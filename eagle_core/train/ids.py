@@ -25,7 +25,6 @@ held out in every dataset and every size of it: adding data never leaks into the
 """
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
@@ -147,31 +146,6 @@ def load_id_dataset(path: str, target=None) -> list[dict]:
 
 def is_heldout(source: str, line: int, every: int = HOLDOUT_EVERY) -> bool:
     return every > 0 and zlib.crc32(f"{source}:{line}".encode("utf-8")) % every == 0
-
-
-def load_training_data(paths, target=None, holdout_shards: int = 2, max_shards: int | None = None,
-                       holdout_every: int = HOLDOUT_EVERY) -> tuple[list[dict], list[dict]]:
-    """(train records, held-out records) from any mix of token-id datasets, feature caches
-    (train/featcache.py) and old `gen` shard directories. Id datasets and caches: held out by hash
-    of (source, line). Shard directories (records with
-    fp16 features): the first `holdout_shards` shards are held out, at most `max_shards` trained on."""
-    from .data import load_shards
-    from .featcache import is_feature_cache, load_feature_cache
-
-    train, hold = [], []
-    for p in [paths] if isinstance(paths, str) else paths:
-        if is_feature_cache(p):
-            for r in load_feature_cache(p, target)[0]:
-                (hold if is_heldout(r["source"], r["line"], holdout_every) else train).append(r)
-        elif is_id_dataset(p):
-            for r in load_id_dataset(p, target):
-                (hold if is_heldout(r["source"], r["line"], holdout_every) else train).append(r)
-        elif glob.glob(os.path.join(p, "shard_*.pt")):
-            hold.extend(dict(r, own=True) for r in load_shards(p, limit=holdout_shards))
-            train.extend(dict(r, own=True) for r in load_shards(p, skip=holdout_shards, limit=max_shards))
-        else:
-            raise SystemExit(f"{p}: not a token-id dataset ({MANIFEST}), a feature cache or `gen` shards (shard_*.pt)")
-    return train, hold
 
 
 def summarize(files: list[dict]) -> dict:

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from ..head import EagleHead, HeadConfig, save_head
 from ..target import load_target
 from .features import id_batch, teacher_forced
-from .ids import load_training_data
+from .datasets import load_training_data
 
 PROMPT_WEIGHT = 0.3  # loss weight of prompt positions (response positions weigh 1)
 ADAM_BETAS = (0.9, 0.95)  # the EAGLE recipe's AdamW betas

@@ -130,7 +130,7 @@ def holdout_accuracy3(head: Eagle3Head, target, layers, records, tokens_per_batc
 def run_train3(args):
     """python -m eagle_core.train train3: resumable, checkpoints every few minutes, exports the head."""
     from ..target import load_target
-    from .ids import load_training_data
+    from .datasets import load_training_data
 
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)

@@ -37,8 +37,8 @@ import time
 
 import torch
 
-from .features import id_batch, teacher_forced
-from .ids import check_fits, load_id_dataset, read_manifest, tokenizer_fingerprint
+from .features import id_batch, length_batches, teacher_forced
+from .ids import check_fits, load_id_dataset, tokenizer_fingerprint, write_manifest
 
 MANIFEST = "features.json"
 FORMAT = "eagle-feature-cache/1"
@@ -53,38 +53,17 @@ def is_feature_cache(path: str) -> bool:
     return os.path.isfile(os.path.join(path, MANIFEST))
 
 
-def _write_manifest(out: str, m: dict) -> None:
-    tmp = os.path.join(out, MANIFEST + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(m, f, indent=1)
-    os.replace(tmp, os.path.join(out, MANIFEST))
-
-
 def sequence_order(records: list[dict], seed: int) -> list[int]:
     order = list(range(len(records)))
     random.Random(seed).shuffle(order)
     return order
 
 
-def _batches(records, idx: list[int], tokens_per_batch: int, max_seq: int) -> list[list[int]]:
-    """Cut one shard's sequences into batches of similar length (little padding)."""
-    idx = sorted(idx, key=lambda i: len(records[i]["ids"]))
-    out, cur, cur_max = [], [], 0
-    for i in idx:
-        L = min(len(records[i]["ids"]), max_seq)
-        if cur and max(cur_max, L) * (len(cur) + 1) > tokens_per_batch:
-            out.append(cur)
-            cur, cur_max = [], 0
-        cur.append(i)
-        cur_max = max(cur_max, L)
-    return out + [cur] if cur else out
-
-
 def compute_shard(target, records, idx: list[int], layers: tuple[int, ...], max_seq: int,
                   tokens_per_batch: int) -> dict:
     """The features of records `idx` (in that order) as one shard's tensors."""
     final_of, layers_of = {}, {}
-    for b in _batches(records, idx, tokens_per_batch, max_seq):
+    for b in length_batches(records, idx, tokens_per_batch, max_seq):
         ib = id_batch(records, b, max_seq)
         final, captured = teacher_forced(target, ib, layers)
         for row, (i, n) in enumerate(zip(b, ib.lengths)):
@@ -155,8 +134,7 @@ def run_features(args, target=None) -> dict:
     datasets = [os.path.normpath(p) for p in args.data]
     records = []
     for p in datasets:
-        check_fits(read_manifest(p), target, p)
-        records.extend(load_id_dataset(p, target))
+        records.extend(load_id_dataset(p, target))  # refuses data made with another tokenizer
     os.makedirs(args.out, exist_ok=True)
     mpath = os.path.join(args.out, MANIFEST)
     if os.path.exists(mpath):
@@ -192,7 +170,7 @@ def run_features(args, target=None) -> dict:
             m["shards"].append(name)
             m["sequences"] += len(idx); m["tokens"] += n_tok; m["seconds"] = round(m["seconds"] + dt, 1)
             m["command"] = "python -m eagle_core.train " + " ".join(sys.argv[1:])
-            _write_manifest(args.out, m)
+            write_manifest(args.out, m, MANIFEST)
             left = (len(todo) - todo.index(s) - 1) * dt
             print(f"shard {s + 1}/{n_shards}: {len(idx)} sequences, {n_tok} tokens in {dt:.0f}s "
                   f"({n_tok / dt:.0f} tok/s); {m['tokens']} tokens cached; ETA {left / 60:.0f} min", flush=True)

@@ -40,6 +40,21 @@ def id_batch(records, idx, max_seq: int) -> IdBatch:
     return IdBatch(ids, attn, answer, lengths, tuple(int(p) for p in plen))
 
 
+def length_batches(records, idx, tokens_per_batch: int, max_seq: int) -> list[list[int]]:
+    """Records `idx` sorted by length and cut into batches of at most `tokens_per_batch` padded
+    tokens (each sequence counted up to `max_seq`): batches of similar length pad little."""
+    idx = sorted(idx, key=lambda i: len(records[i]["ids"]))
+    out, cur, cur_max = [], [], 0
+    for i in idx:
+        L = min(len(records[i]["ids"]), max_seq)
+        if cur and max(cur_max, L) * (len(cur) + 1) > tokens_per_batch:
+            out.append(cur)
+            cur, cur_max = [], 0
+        cur.append(i)
+        cur_max = max(cur_max, L)
+    return out + [cur] if cur else out
+
+
 @torch.no_grad()
 def teacher_forced(target, batch: IdBatch, layers: tuple[int, ...] = ()):
     """-> (final (B, T, H): the last hidden state after the final norm, captured (B, T, len(layers) * H)

@@ -106,12 +106,13 @@ def part_records(part: dict) -> list[dict]:
     return out
 
 
-def write_manifest(out_dir: str, manifest: dict) -> None:
-    tmp = os.path.join(out_dir, MANIFEST + ".tmp")
+def write_manifest(out_dir: str, manifest: dict, name: str = MANIFEST) -> None:
+    """Write `out_dir/name` atomically (token-id datasets; feature caches name their own)."""
+    tmp = os.path.join(out_dir, name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1, ensure_ascii=False)
         f.write("\n")
-    os.replace(tmp, os.path.join(out_dir, MANIFEST))
+    os.replace(tmp, os.path.join(out_dir, name))
 
 
 def read_manifest(path: str) -> dict:

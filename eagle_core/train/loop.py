@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from ..head import EagleHead, HeadConfig, save_head
 from ..target import load_target
-from .features import id_batch, teacher_forced
+from .features import id_batch, length_batches, teacher_forced
 from .datasets import load_training_data
 
 PROMPT_WEIGHT = 0.3  # loss weight of prompt positions (response positions weigh 1)
@@ -79,17 +79,7 @@ def coverage(records, vocab: list[int]) -> float:
 
 def make_batches(records, tokens_per_batch: int, max_seq: int, seed: int) -> list[list[int]]:
     """Group sequences of similar length so padding stays small; order shuffled by seed."""
-    order = sorted(range(len(records)), key=lambda i: len(records[i]["ids"]))
-    batches, cur, cur_max = [], [], 0
-    for i in order:
-        L = min(len(records[i]["ids"]), max_seq)
-        if cur and max(cur_max, L) * (len(cur) + 1) > tokens_per_batch:
-            batches.append(cur)
-            cur, cur_max = [], 0
-        cur.append(i)
-        cur_max = max(cur_max, L)
-    if cur:
-        batches.append(cur)
+    batches = length_batches(records, range(len(records)), tokens_per_batch, max_seq)
     random.Random(seed).shuffle(batches)
     return batches
 
@@ -202,6 +192,12 @@ def holdout_sets(hold: list[dict]) -> dict[str, list[dict]]:
     return {"all": hold, **({"self": own, "fixed": fixed} if own and fixed else {})}
 
 
+def holdout_record(epoch_end: int, state: dict, ev: dict[str, dict]) -> dict:
+    """One log line of held-out results per set: the "all" set's keys plain, the others suffixed."""
+    return {"epoch_end": epoch_end, "step": state["step"], "elapsed_s": round(state["elapsed"], 1),
+            **{f"{k}_{name}" if name != "all" else k: v for name, e in ev.items() for k, v in e.items()}}
+
+
 def lr_factor(step: int, total_steps: int) -> float:
     """Learning-rate multiplier: linear warm-up, then cosine decay from 1 to LR_FLOOR."""
     warm = max(1, total_steps // WARMUP_DIVISOR)
@@ -275,8 +271,7 @@ def run_train(args):
     def evaluate(epoch_end: int):
         ev = {name: holdout_accuracy(head, embed, lm_w, recs, args, device, target)
               for name, recs in holdout_sets(hold_recs).items()}
-        rec = {"epoch_end": epoch_end, "step": state["step"], "elapsed_s": round(state["elapsed"], 1),
-               **{f"{k}_{name}" if name != "all" else k: v for name, e in ev.items() for k, v in e.items()}}
+        rec = holdout_record(epoch_end, state, ev)
         log.write(json.dumps(rec) + "\n"); log.flush()
         print(json.dumps(rec), flush=True)
 

@@ -31,7 +31,7 @@ import torch
 
 from ..head3 import Eagle3Config, Eagle3Head, save_head3
 from .features import cached, cached_features, id_batch, teacher_forced
-from .loop import GRAD_CLIP, LOG_EVERY, holdout_sets, make_batches, optimizer_and_resume
+from .loop import GRAD_CLIP, LOG_EVERY, holdout_record, holdout_sets, make_batches, optimizer_and_resume
 
 TTT_STEPS = 7  # unrolled draft steps (the official trainer's `length`)
 TTT_DECAY = 0.8  # step k weighs 0.8^k
@@ -190,8 +190,7 @@ def run_train3(args):
                 return
         ev = {name: holdout_accuracy3(head, target, layers, recs, args.tokens_per_batch, args.max_seq, args.steps)
               for name, recs in holdout_sets(hold).items()}
-        rec = {"epoch_end": state["epoch"] + 1, "step": state["step"], "elapsed_s": round(state["elapsed"], 1),
-               **{f"{k}_{name}" if name != "all" else k: v for name, e in ev.items() for k, v in e.items()}}
+        rec = holdout_record(state["epoch"] + 1, state, ev)
         log.write(json.dumps(rec) + "\n"); log.flush()
         print(json.dumps(rec), flush=True)
         state["epoch"] += 1; state["batch"] = 0

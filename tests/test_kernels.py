@@ -186,3 +186,31 @@ def test_left_padded_batch_generate_matches_stock_kernels():
             stock = target.model.generate(input_ids=ids, attention_mask=attn, **kw)
     assert torch.equal(ours, stock)
     assert torch.equal(ours[0, 7:], alone[0, 4:]), "the padded row decodes as if unpadded"
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "additive"])
+def test_batched_decode_step_attention_equals_sdpa(mask_kind):
+    """Batched generation's step (B rows, one query each, grouped kv heads, left padding masked)
+    through the engine's attention: transformers' SDPA result, without repeating the cache."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from eagle_core.kernels import attention
+
+    g = torch.Generator().manual_seed(0)
+    B, H, G, L, d = 3, 6, 2, 11, 8
+    q = torch.randn(B, H, 1, d, generator=g)
+    k, v = torch.randn(B, G, L, d, generator=g), torch.randn(B, G, L, d, generator=g)
+    keep = torch.ones(B, 1, 1, L, dtype=torch.bool)
+    keep[1, ..., :4] = keep[2, ..., :7] = False  # left padding
+    mask = {"none": None, "bool": keep,
+            "additive": torch.zeros(B, 1, 1, L).masked_fill(~keep, float("-inf"))}[mask_kind]
+    mod = nn.Module()
+    mod.num_key_value_groups, mod.is_causal, mod.training = H // G, True, False
+    ours, _ = attention.attention_forward(mod, q, k, v, mask, scaling=0.3)
+    ref, _ = sdpa_attention_forward(mod, q, k, v, mask, scaling=0.3)
+    assert ours.shape == ref.shape == (B, 1, H, d)
+    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
+    if mask_kind != "none":  # the padding is really masked: changing it changes nothing
+        k2 = k.clone()
+        k2[1, :, :4] = 100.0
+        torch.testing.assert_close(attention.attention_forward(mod, q, k2, v, mask, scaling=0.3)[0], ours)

@@ -120,8 +120,9 @@ def test_gen_resumes_and_skips_done_prompts(dirs, tmp_path, monkeypatch):
     target = tiny_target(eos=EOS)
     out = str(tmp_path / "gen")
     answered = []
-    real = gen_ids.generate_batch
-    monkeypatch.setattr(gen_ids, "generate_batch", lambda t, enc, *a: (answered.extend(map(tuple, enc)), real(t, enc, *a))[1])
+    real = gen_ids.engine_generate
+    monkeypatch.setattr(gen_ids, "engine_generate",
+                        lambda t, enc, *a, **k: (answered.extend(map(tuple, enc)), real(t, enc, *a, **k))[1])
     m1 = gen_ids.run_ids_gen(_gen_args(train, ev, out, limit=5), target)
     assert sum(f["prompts"] for f in m1["files"]) == 5 and len(answered) == 5
     m2 = gen_ids.run_ids_gen(_gen_args(train, ev, out), target)
@@ -140,6 +141,64 @@ def test_gen_resumes_and_skips_done_prompts(dirs, tmp_path, monkeypatch):
     train_recs, hold = load_training_data([out], target, holdout_every=3)
     assert len(train_recs) + len(hold) == 9
     assert all(is_heldout(r["source"], r["line"], 3) for r in hold)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_engine_generator_equals_transformers_generate(kind):
+    """ids-gen's own batched decoding (left padding, per-row positions, finished rows dropped from
+    the batch and its cache) answers exactly as transformers' generate does, batched and alone."""
+    target = tiny_target(kind, eos=EOS, seed=3)
+    prompts = [[5, 9, 4], [7, 3, 8, 8, 2, 11, 6, 5, 14], [12], [4, 4, 10, 20, 3, 9], [6, 2]]
+    free, _ = gen_ids.engine_generate(target, prompts, 12, 0.0, 0)
+    # an EOS that ends some answers early and not others, so rows leave the batch at different steps
+    target.eos_ids = (free[0][3],)
+    ours, feats = gen_ids.engine_generate(target, prompts, 12, 0.0, 0)
+    assert feats is None
+    assert ours == generate_batch(target, prompts, 12, 0.0, 0)[0]
+    assert ours == [gen_ids.engine_generate(target, [p], 12, 0.0, 0)[0][0] for p in prompts]
+    lengths = {len(r) for r in ours}
+    assert len(lengths) > 1 and 12 in lengths and ours[0][-1] == free[0][3]
+
+
+def test_engine_generator_features_equal_teacher_forcing():
+    """`ids-gen --features`: the features kept while decoding are those a teacher-forced forward of
+    each finished sequence gives, for every token, the last included."""
+    target = tiny_target(eos=EOS, seed=4)
+    prompts = [[5, 9, 4, 3], [7, 3, 8], [12, 2, 2, 9, 10, 4]]
+    free, _ = gen_ids.engine_generate(target, prompts, 10, 0.0, 0)
+    target.eos_ids = (free[1][2],)
+    resp, feats = gen_ids.engine_generate(target, prompts, 10, 0.0, 0, layers=(0, 1))
+    assert len({len(r) for r in resp}) > 1
+    for p, r, (final, captured) in zip(prompts, resp, feats):
+        seq = torch.tensor([p + r])
+        ref_final, ref_cap = target.forward_layers(seq, (0, 1))
+        assert final.dtype == torch.float16 and final.shape == (len(p) + len(r), 64)
+        torch.testing.assert_close(final.float(), ref_final[0], atol=2e-3, rtol=2e-3)
+        torch.testing.assert_close(captured.float(), ref_cap[0], atol=2e-3, rtol=2e-3)
+    # sampling: reproducible from the seed
+    a, _ = gen_ids.engine_generate(target, prompts, 10, 0.8, 7)
+    assert a == gen_ids.engine_generate(target, prompts, 10, 0.8, 7)[0]
+
+
+def test_ids_gen_keeps_features_as_a_cache(dirs, tmp_path, monkeypatch):
+    from eagle_core.train import featcache
+
+    train, ev = dirs
+    target = tiny_target(eos=EOS)
+    monkeypatch.setattr(featcache, "default_layers", lambda t: (0, 1))
+    out, feats = str(tmp_path / "gen"), str(tmp_path / "feats")
+    gen_ids.run_ids_gen(_gen_args(train, ev, out, limit=5, features=feats), target)
+    m = gen_ids.run_ids_gen(_gen_args(train, ev, out, features=feats), target)
+    ids_recs = load_id_dataset(out, target)
+    recs, fm = featcache.load_feature_cache(feats, target)
+    assert len(recs) == len(ids_recs) == m["totals"]["sequences"] == fm["sequences"]
+    assert len(fm["shards"]) == len(m["files"])
+    by_key = {(r["source"], r["line"]): r for r in ids_recs}
+    for r in recs:
+        assert r["own"] and r["ids"].tolist() == by_key[(r["source"], r["line"])]["ids"].tolist()
+        assert r["feats"].shape == (len(r["ids"]), 64) and r["layers"].shape == (len(r["ids"]), 128)
+    train_recs, hold = load_training_data([feats], target, holdout_every=3)
+    assert len(train_recs) + len(hold) == len(recs)
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])

@@ -42,9 +42,39 @@ def _rows_contiguous(t):
     return t if t.stride(2) == 1 and t.stride(1) == t.shape[2] else t.contiguous()
 
 
+def _batched_step(query, key, value, attention_mask, dropout, kwargs) -> bool:
+    """A decode step of a batch (B > 1 rows, one new token each), as batched generation makes."""
+    B, _, n, _ = query.shape
+    if B == 1 or n != 1 or dropout or query.device.type != "cpu" or kwargs.get("softcap") is not None \
+            or kwargs.get("position_bias") is not None or query.shape[1] % key.shape[1]:
+        return False
+    m = attention_mask
+    return m is None or (m.dim() == 4 and m.shape[1] == 1 and m.shape[0] == B and m.shape[2] == 1
+                         and m.shape[3] == key.shape[2])
+
+
+def grouped_step(query, key, value, attention_mask, scaling):
+    """One query token per row against its row's keys, each key/value head shared by H/G query
+    heads, without copying the cache H/G times (SDPA's CPU path repeats k and v to H heads, which
+    for a batch of 32 rows of ~500 positions moves ~70 MB per layer and step). query (B, H, 1, d),
+    key/value (B, G, L, d), mask None or (B, 1, 1, L) (bool: True = may attend, or additive)."""
+    B, H, _, d = query.shape
+    G, L = key.shape[1], key.shape[2]
+    q = query.reshape(B, G, H // G, d)  # head h reads kv head h // (H / G), as transformers' repeat_kv
+    s = torch.matmul(q, key.transpose(-1, -2)) * (scaling if scaling is not None else d ** -0.5)  # (B, G, H/G, L)
+    if attention_mask is not None:
+        m = attention_mask.view(B, 1, 1, L)
+        s = s.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s + m
+    out = torch.matmul(torch.softmax(s, dim=-1), value)  # (B, G, H/G, d)
+    return out.reshape(B, 1, H, d)
+
+
 def attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                       is_causal=None, **kwargs):
-    """query (1, H, n, d), key/value (1, G, L, d) -> ((1, n, H, d), None), as transformers expects."""
+    """query (1, H, n, d), key/value (1, G, L, d) -> ((1, n, H, d), None), as transformers expects.
+    (A batched decode step, B rows of one token, goes to `grouped_step`.)"""
+    if _batched_step(query, key, value, attention_mask, dropout, kwargs):
+        return grouped_step(query, key, value, attention_mask, scaling), None
     lib = library()
     if lib is None or kwargs.get("softcap") is not None or kwargs.get("position_bias") is not None \
             or not _eligible(query, key, value, attention_mask, dropout):

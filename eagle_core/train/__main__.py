@@ -54,6 +54,10 @@ def main(argv=None):
     ig.add_argument("--limit", type=int, default=None, help="answer at most N more prompts in this session")
     ig.add_argument("--minutes", type=float, default=0, help="stop after the part in progress once this long; 0 = no limit")
     ig.add_argument("--threads", type=int, default=2)
+    ig.add_argument("--generator", choices=("engine", "stock"), default="engine",
+                    help="engine: the target's own forward step by step (fast on a CPU); stock: transformers generate")
+    ig.add_argument("--features", default=None,
+                    help="also keep the features computed while generating, as a feature cache in this directory")
     ig.add_argument("--heldout-only", action="store_true",
                     help="answer only the prompts every trainer holds out: a self-distilled accuracy set")
 

@@ -69,23 +69,35 @@ def compute_shard(target, records, idx: list[int], layers: tuple[int, ...], max_
         for row, (i, n) in enumerate(zip(b, ib.lengths)):
             final_of[i] = final[row, :n].to(torch.float16).cpu()
             layers_of[i] = captured[row, :n].to(torch.float16).cpu()
-    names = sorted({records[i]["source"] for i in idx})
-    lengths = torch.tensor([min(len(records[i]["ids"]), max_seq) for i in idx])
+    return assemble_shard([dict(records[i], final=final_of[i], captured=layers_of[i]) for i in idx], max_seq)
+
+
+def assemble_shard(recs: list[dict], max_seq: int) -> dict:
+    """One shard's tensors from records that carry their features: ids, prompt_len, source,
+    line, own, final (T, H) and captured (T, C), with T >= min(len(ids), max_seq)."""
+    names = sorted({r["source"] for r in recs})
+    lengths = torch.tensor([min(len(r["ids"]), max_seq) for r in recs])
     shard = {
-        "tokens": torch.cat([records[i]["ids"][:max_seq].to(torch.int32) for i in idx]),
+        "tokens": torch.cat([torch.as_tensor(r["ids"][:max_seq]).to(torch.int32) for r in recs]),
         "offsets": torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]),
-        "prompt_len": torch.tensor([min(records[i]["prompt_len"], max_seq) for i in idx], dtype=torch.int32),
-        "line": torch.tensor([records[i]["line"] for i in idx], dtype=torch.int32),
-        "own": torch.tensor([bool(records[i].get("own")) for i in idx]),
-        "source": torch.tensor([names.index(records[i]["source"]) for i in idx], dtype=torch.int32),
+        "prompt_len": torch.tensor([min(r["prompt_len"], max_seq) for r in recs], dtype=torch.int32),
+        "line": torch.tensor([r["line"] for r in recs], dtype=torch.int32),
+        "own": torch.tensor([bool(r.get("own")) for r in recs]),
+        "source": torch.tensor([names.index(r["source"]) for r in recs], dtype=torch.int32),
         "source_names": names,
-        "final": torch.cat([final_of[i] for i in idx]),
-        "layers": torch.cat([layers_of[i] for i in idx]),
+        "final": torch.cat([r["final"][:n].to(torch.float16) for r, n in zip(recs, lengths.tolist())]),
+        "layers": torch.cat([r["captured"][:n].to(torch.float16) for r, n in zip(recs, lengths.tolist())]),
     }
     for k in ("final", "layers"):
         if not torch.isfinite(shard[k]).all():
             raise FloatingPointError(f"the target's {k} features overflow float16; this cache cannot hold them")
     return shard
+
+
+def save_shard(out: str, name: str, shard: dict) -> None:
+    tmp = os.path.join(out, name + ".tmp")
+    torch.save(shard, tmp)
+    os.replace(tmp, os.path.join(out, name))
 
 
 def shard_records(shard: dict, layers: tuple[int, ...]) -> list[dict]:
@@ -115,6 +127,34 @@ def load_feature_cache(path: str, target=None) -> tuple[list[dict], dict]:
         shard = torch.load(os.path.join(path, name), mmap=True, weights_only=True)
         recs.extend(shard_records(shard, tuple(m["settings"]["layers"])))
     return recs, m
+
+
+def open_captured(out: str, target, layers: tuple[int, ...], dataset: str) -> dict:
+    """The manifest of a cache that `ids-gen --features` fills as it generates (the features the
+    engine computed while decoding, one shard per part of `dataset`), new or resumed."""
+    os.makedirs(out, exist_ok=True)
+    settings = {"layers": list(layers), "captured_by": "ids-gen (engine generator)"}
+    mpath = os.path.join(out, MANIFEST)
+    if os.path.exists(mpath):
+        with open(mpath, encoding="utf-8") as f:
+            m = json.load(f)
+        check_fits(m, target, out)
+        if m["settings"] != settings or m["datasets"] != [dataset]:
+            raise SystemExit(f"{out} holds features made with {m['settings']} from {m['datasets']}; use another --features")
+        return m
+    return {"format": FORMAT, "tokenizer": tokenizer_fingerprint(target), "model": str(target.name),
+            "datasets": [dataset], "settings": settings, "shards": [], "sequences": 0, "tokens": 0, "seconds": 0.0}
+
+
+def add_captured(out: str, m: dict, name: str, recs: list[dict], seconds: float) -> None:
+    """Write one shard of captured features and record it in the manifest."""
+    shard = assemble_shard(recs, max_seq=1 << 30)
+    save_shard(out, name, shard)
+    if name not in m["shards"]:
+        m["shards"].append(name)
+        m["sequences"] += len(recs); m["tokens"] += int(shard["offsets"][-1])
+        m["seconds"] = round(m["seconds"] + seconds, 1)
+    write_manifest(out, m, MANIFEST)
 
 
 def default_layers(target) -> tuple[int, ...]:
@@ -162,9 +202,7 @@ def run_features(args, target=None) -> dict:
             idx = order[s * args.shard_seqs:(s + 1) * args.shard_seqs]
             shard = compute_shard(target, records, idx, layers, args.max_seq, args.tokens_per_batch)
             name = shard_name(s)
-            tmp = os.path.join(args.out, name + ".tmp")
-            torch.save(shard, tmp)
-            os.replace(tmp, os.path.join(args.out, name))
+            save_shard(args.out, name, shard)
             dt = time.time() - t0
             n_tok = int(shard["offsets"][-1])
             m["shards"].append(name)

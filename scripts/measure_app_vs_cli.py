@@ -162,8 +162,8 @@ def main(argv=None) -> int:
     finally:
         server.terminate()
         server.wait(20)
-    threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-                             capture_output=True, text=True).stdout.strip()
+    threads = a.threads or subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                                          capture_output=True, text=True).stdout.strip()
     print(f"\n{cpu_model()} · {os.cpu_count()} logical CPUs · torch threads {threads} · greedy, tree "
           f"depth {a.depth} / top-k {a.top_k} / {a.total} tokens, {a.max_new} new tokens\n")
     print("| prompt | EAGLE page | EAGLE CLI | page/CLI | vanilla page | vanilla CLI | page/CLI | speedup page | "

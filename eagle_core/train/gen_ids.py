@@ -99,10 +99,7 @@ def engine_generate(target, encoded: list[list[int]], max_new_tokens: int, tempe
     logits = target.logits(final[:, -1]).float().cpu()
     last_pos = pos[:, -1:]
     while True:
-        if temperature > 0:
-            nxt = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen)[:, 0]
-        else:
-            nxt = logits.argmax(-1)
+        nxt = sample_rows(logits, temperature, gen)
         for j in alive.nonzero()[:, 0].tolist():
             responses[rows[j]].append(int(nxt[j]))
         ended = alive & (torch.isin(nxt, eos) | torch.tensor([len(responses[r]) >= max_new_tokens for r in rows]))
@@ -134,6 +131,16 @@ def engine_generate(target, encoded: list[list[int]], max_new_tokens: int, tempe
         assert f[0].shape[0] == len(encoded[i]) + len(responses[i])
         out.append(f)
     return responses, out
+
+
+def sample_rows(logits: torch.Tensor, temperature: float, gen: torch.Generator) -> torch.Tensor:
+    """One token per row: argmax at temperature 0, else a draw from softmax(logits / T) by the
+    exponential race (argmax of p_i / E_i with E_i ~ Exp(1) is i with probability p_i): exact, and
+    on a CPU several times cheaper than torch.multinomial over a 49k vocabulary."""
+    if temperature <= 0:
+        return logits.argmax(-1)
+    p = torch.softmax(logits / temperature, -1)
+    return (p / torch.empty_like(p).exponential_(generator=gen)).argmax(-1)
 
 
 def _select_rows(cache, idx: torch.Tensor) -> None:

@@ -73,7 +73,7 @@ OTHERS = """
 
 LANGUAGES = """
 ### English and Chinese: the same questions, different acceptance
-The same benchmark asked in English and in Chinese (table and figure, measured here with the
+The same benchmark asked in English and in Chinese (table and figure, measured here with the second
 shipped head; `docs/training.md` has the commands). On MGSM's grade-school maths the head
 accepts clearly less in Chinese (tau 2.11 vs 1.64): worked English solutions are formulaic and
 the head has seen many (GSM8K), while SmolLM2 is trained mostly on English and its byte-level

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from .data import generate_batch, train_prompts
+from . import featcache
 from .ids import (FORMAT, MANIFEST, SELF_DISTILLED, check_fits, is_heldout, per_source, read_manifest, read_part, summarize,
                   tokenizer_fingerprint, write_manifest, write_part)
 from .sources import source_info
@@ -119,7 +120,7 @@ def engine_generate(target, encoded: list[list[int]], max_new_tokens: int, tempe
             break
         if 4 * int((~alive).sum()) >= len(rows):  # a quarter finished: drop them, cache included
             idx = alive.nonzero()[:, 0]
-            _select_rows(cache, idx.to(dev))
+            cache.batch_select_indices(idx.to(dev))  # the next update re-buffers them
             attn, last_pos, logits = attn[idx.to(dev)], last_pos[idx.to(dev)], logits[idx]
             rows = [rows[j] for j in idx.tolist()]
             alive = torch.ones(len(rows), dtype=torch.bool)
@@ -141,13 +142,6 @@ def sample_rows(logits: torch.Tensor, temperature: float, gen: torch.Generator) 
         return logits.argmax(-1)
     p = torch.softmax(logits / temperature, -1)
     return (p / torch.empty_like(p).exponential_(generator=gen)).argmax(-1)
-
-
-def _select_rows(cache, idx: torch.Tensor) -> None:
-    """Keep only batch rows `idx` of every layer of `cache` (the next update re-buffers them)."""
-    for layer in cache.layers:
-        if getattr(layer, "keys", None) is not None and layer.keys.dim() == 4:
-            layer.keys, layer.values = layer.keys[idx], layer.values[idx]
 
 
 def done_keys(out: str, manifest: dict) -> set[tuple[str, int]]:
@@ -221,10 +215,8 @@ def run_ids_gen(args, target=None) -> dict:
     if feat_dir:
         if generator != "engine":
             raise SystemExit("--features needs the engine generator (--generator engine)")
-        from .featcache import default_layers, open_captured
-
-        layers = default_layers(target)
-        fm = open_captured(feat_dir, target, layers, os.path.normpath(args.out))
+        layers = featcache.default_layers(target)
+        fm = featcache.open_captured(feat_dir, target, layers, os.path.normpath(args.out))
     done = done_keys(args.out, manifest)
     todo = [p for p in prompts if p.key not in done]
     if args.limit is not None:
@@ -264,12 +256,10 @@ def run_ids_gen(args, target=None) -> dict:
         manifest["command"] = "python -m eagle_core.train " + " ".join(sys.argv[1:])
         write_manifest(args.out, manifest)
         if fm is not None and part["seqs"]:
-            from .featcache import add_captured
-
             recs = [{"ids": torch.tensor(q), "prompt_len": pl, "source": src, "line": ln, "own": True,
                      "final": f[0], "captured": f[1]}
                     for q, pl, src, ln, f in zip(part["seqs"], part["plens"], part["srcs"], part["lines"], part["feats"])]
-            add_captured(feat_dir, fm, f"fshard_{n:05d}.pt", recs, entry["seconds"])
+            featcache.add_captured(feat_dir, fm, f"fshard_{n:05d}.pt", recs, entry["seconds"])
         if args.minutes and time.time() - t_start > args.minutes * 60:
             print("time budget reached; rerun the same command to resume", flush=True)
             break

@@ -11,8 +11,10 @@ from __future__ import annotations
 import time
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 import app_callbacks as cb
+import app_frontend
 import app_traces as traces
 import app_views as views
 import viz
@@ -171,8 +173,10 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step", delete_cache=(9
 
 demo.queue(max_size=32, default_concurrency_limit=8)
 # launch() settings shared with the tests: uploads capped at the trace limit (Gradio refuses larger ones
-# before they are stored), the shipped example traces downloadable from any working directory
-LAUNCH = dict(theme=THEME, css=CSS, max_file_size=MAX_TRACE_BYTES, allowed_paths=[EXAMPLE_DIR])
+# before they are stored), the shipped example traces downloadable from any working directory, and the
+# page served with the script that slows Gradio's 60-a-second status-tracker frames (app_frontend.py)
+LAUNCH = dict(theme=THEME, css=CSS, max_file_size=MAX_TRACE_BYTES, allowed_paths=[EXAMPLE_DIR],
+              app_kwargs={"middleware": [Middleware(app_frontend.EarlyScript)]})
 
 if __name__ == "__main__":
     import threading

@@ -1,0 +1,77 @@
+"""A script the app's page must run before Gradio's own: it slows Gradio's status-tracker timers.
+
+Why. Gradio's status tracker (frontend chunk `statustracker-*.js`, Gradio 6.31) counts the
+"elapsed" seconds of a pending event with a requestAnimationFrame loop, 60 times a second, and
+one such loop runs even on an idle page (measured on a page holding a single gr.Button, and on
+this app's page: 60.5 animation frames a second with nothing happening). During a run every
+output's tracker is pending, so each runs its own loop. Measured on the 2-core machine with
+headless Chromium (AMD EPYC, 2 vCPU): the idle page alone cost Chromium 10-15% of a core
+(about:blank: 1-5%), and a CLI decode running beside that idle page lost 8-12% of its tokens/s
+(EAGLE 12.3-13.1 vs 13.6-13.8, vanilla 15.5-16.1 vs 16.4-18.8 tok/s). A two-thread decode waits for
+its slower thread at every parallel region, so a browser waking up 60 times a second costs
+it far more than the browser's own CPU time. That is the page's timing not telling the truth
+(issue 11).
+
+What. The script wraps `window.requestAnimationFrame`: a frame requested from the status
+tracker's code runs after TRACKER_FRAME_MS instead of at the next frame, every other caller is
+untouched (plotly, Svelte transitions). The tracker's elapsed-time label (hidden in this app
+during timed runs anyway) then advances twice a second instead of 60 times. Measured with it:
+the idle page costs Chromium ~3% of a core and the CLI beside it decodes as fast as beside
+about:blank.
+
+How it runs first. The tracker keeps its own reference to requestAnimationFrame from the
+moment its module loads, before Gradio inserts `launch(head=...)` into the page, so `head=`
+is too late (measured: no change). `EarlyScript` is an ASGI middleware that puts the script at
+the top of the page's <head>, before Gradio's module script. If a future Gradio renames the
+chunk, the wrapper finds no tracker frames and changes nothing; the browser test
+(tests/test_browser.py) checks the frame rate of the idle page, so that would show.
+"""
+from __future__ import annotations
+
+TRACKER_FRAME_MS = 500
+
+EARLY_SCRIPT = """<script data-eagle-explainer="tracker-frames">(() => {
+  const raf = window.requestAnimationFrame.bind(window);
+  const counts = window.__egFrames = {tracker: 0, other: 0};
+  window.requestAnimationFrame = (cb) => {
+    if (String(new Error().stack).includes("statustracker")) {
+      counts.tracker++;
+      return setTimeout(() => cb(performance.now()), %d);
+    }
+    counts.other++;
+    return raf(cb);
+  };
+})();</script>""" % TRACKER_FRAME_MS
+
+
+class EarlyScript:
+    """ASGI middleware: GET / (the page) gets EARLY_SCRIPT right after its <head> tag."""
+
+    def __init__(self, app, script: str = EARLY_SCRIPT):
+        self.app, self.script = app, script.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "GET" or scope.get("path") not in ("/", ""):
+            await self.app(scope, receive, send)
+            return
+        start, parts = {}, []
+
+        async def rewrite(message):
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            parts.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            body = b"".join(parts)
+            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+            kind = dict((k.lower(), v) for k, v in headers).get(b"content-type", b"")
+            if b"text/html" in kind and b"<head>" in body:
+                body = body.replace(b"<head>", b"<head>" + self.script, 1)
+            await send({**start, "headers": headers + [(b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, rewrite)

@@ -51,3 +51,25 @@ def test_ttt_loss_decreases():
         losses.append(loss.item())
     assert len(accs) == 7
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
+
+
+@torch.no_grad()
+def test_init_from_target_starts_as_the_targets_logit_lens():
+    """With the decoder layer's two residual branches silenced, a target-initialised head's draft
+    logits are the target's LM head over its final norm of the highest captured layer input,
+    restricted to the draft vocabulary (rows in d2t order)."""
+    from eagle_core.train.loop3 import init_from_target
+
+    torch.manual_seed(0)
+    target = tiny_target8(vocab=24, seed=2)
+    head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=10))
+    head.set_draft_vocab([1, 3, 4, 7, 9, 11, 15, 18, 20, 23])
+    layers = (5, 2, 4)  # not sorted: the identity block must follow the highest layer, not the last slot
+    init_from_target(head, target, layers)
+    head.midlayer.self_attn.o_proj.weight.zero_()
+    head.midlayer.mlp.down_proj.weight.zero_()
+    feats = torch.randn(1, 6, 3 * 64)
+    h = head(target.embed(torch.randint(0, 24, (1, 6))), head.fuse(feats), torch.arange(6))
+    top = feats[..., 0:64]  # layer 5 is in slot 0
+    want = target.lm_head(target.body.norm(top))[..., head.draft_ids()]
+    torch.testing.assert_close(head.logits(h), want, atol=1e-5, rtol=1e-5)

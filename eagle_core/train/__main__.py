@@ -103,6 +103,9 @@ def main(argv=None):
     t3.add_argument("--max-shards", type=int, default=None)
     t3.add_argument("--max-records", type=int, default=None, help="train on the first N sequences only")
     t3.add_argument("--init", default=None, help="warm start: an EAGLE-3 head directory (its draft vocabulary kept)")
+    t3.add_argument("--random-init", action="store_true",
+                    help="start fc, norm and lm_head at random (the official trainer) instead of from the target's "
+                         "LM head, final norm and highest captured layer")
     t3.add_argument("--ckpt-minutes", type=float, default=3.0)
     t3.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0 = no limit")
     t3.add_argument("--seed", type=int, default=0)

@@ -127,6 +127,25 @@ def holdout_accuracy3(head: Eagle3Head, target, layers, records, tokens_per_batc
             "acc_by_step": [round(h / max(w, 1.0), 4) for h, w in counts]}
 
 
+@torch.no_grad()
+def init_from_target(head: Eagle3Head, target, layers) -> None:
+    """Start a new head in the target's own spaces instead of from noise (this project's choice,
+    not the official trainer's, which starts `fc`, `norm` and `lm_head` at random):
+      - lm_head: the target's LM-head rows of the draft vocabulary, norm: the target's final norm,
+        so the head's output space is the target's from step 0 (8,192 x 576 of its ~13 M weights);
+      - fc: the identity on the highest captured layer (the input of layer N-3) and zero on the
+        other two, so the fused feature starts as a late residual state of the target, the kind
+        of vector that final norm and LM head decode; training then mixes in the lower layers.
+    The decoder layer keeps its random initialisation: it learns the one-token step ahead."""
+    H = head.config.hidden_size
+    head.lm_head.weight.copy_(target.lm_head.weight[head.draft_ids().to(target.lm_head.weight.device)])
+    head.norm.weight.copy_(target.body.norm.weight)
+    w = torch.zeros_like(head.fc.weight)  # (H, len(layers) * H), blocks in `layers` order
+    top = max(range(len(layers)), key=lambda i: layers[i])
+    w[:, top * H:(top + 1) * H] = torch.eye(H)
+    head.fc.weight.copy_(w)
+
+
 def run_train3(args):
     """python -m eagle_core.train train3: resumable, checkpoints every few minutes, exports the head."""
     from ..target import load_target
@@ -152,6 +171,8 @@ def run_train3(args):
         vocab = head.draft_ids().tolist()
         print(f"initialised from {args.init}", flush=True)
     layers = head.config.layers_for(int(target.config.num_hidden_layers))
+    if not getattr(args, "init", None) and not getattr(args, "random_init", False):
+        init_from_target(head, target, layers)
     total = len(make_batches(records, args.tokens_per_batch, args.max_seq, 0)) * args.epochs
     ckpt = os.path.join(args.out, "ckpt3.pt")
     opt, sched, state, c = optimizer_and_resume(head, args.lr, total, ckpt)

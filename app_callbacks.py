@@ -4,7 +4,7 @@ for the named outputs in app_views.OUT; the views and status lines are in app_vi
 Traces tab's callbacks in app_traces.py. Nothing here builds a widget.
 
 Timing. Both timed runs (EAGLE, then vanilla) get the same treatment: while either runs, the
-page receives only a one-line text progress update at most twice a second; the text, the tree,
+page receives only a one-line text progress update at most once a second; the text, the tree,
 the charts and the replay are drawn once, after both runs have finished. Redrawing plotly
 figures every cycle made the browser (on the same 2-core machine) take a core from the decoder
 during EAGLE only, which made EAGLE look 2.5x slower than it is. Step mode is not timed and
@@ -30,8 +30,9 @@ from viz.examples import example_traces
 
 MODEL = model_from_env()
 LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every tab
-UI_INTERVAL_S = 0.5  # progress line at most twice a second while a timed run decodes
-SETTLE_S = 0.3  # after clearing the page, let the browser draw it before the clock starts
+UI_INTERVAL_S = 1.0  # progress line at most once a second while a timed run decodes (each update costs the browser)
+SETTLE_S = 1.0  # after clearing the page, let the browser draw it before the clock starts (0.3 s was
+# too short on a busy 2-core machine: the clearing overlapped the start of the EAGLE run)
 TIMED_NOTE = ("Timed with live drawing paused: while each run decoded, the page showed only a one-line "
               "progress update; the text, tree and charts were drawn after both runs finished. EAGLE ran "
               "first, then vanilla, same prompt and settings, one after the other on {threads} CPU "

@@ -15,9 +15,9 @@ it far more than the browser's own CPU time. That is the page's timing not telli
 What. The script wraps `window.requestAnimationFrame`: a frame requested from the status
 tracker's code runs after TRACKER_FRAME_MS instead of at the next frame, every other caller is
 untouched (plotly, Svelte transitions). The tracker's elapsed-time label (hidden in this app
-during timed runs anyway) then advances twice a second instead of 60 times. Measured with it:
-the idle page costs Chromium ~3% of a core and the CLI beside it decodes as fast as beside
-about:blank.
+during timed runs anyway) then advances once a second instead of 60 times. Measured with it:
+the idle page costs Chromium 0.2-5% of a core (3% with the wrapper as a Playwright init script,
+where the CLI beside it decoded as fast as beside about:blank).
 
 How it runs first. The tracker keeps its own reference to requestAnimationFrame from the
 moment its module loads, before Gradio inserts `launch(head=...)` into the page, so `head=`
@@ -28,7 +28,7 @@ chunk, the wrapper finds no tracker frames and changes nothing; the browser test
 """
 from __future__ import annotations
 
-TRACKER_FRAME_MS = 500
+TRACKER_FRAME_MS = 1000
 
 EARLY_SCRIPT = """<script data-eagle-explainer="tracker-frames">(() => {
   const raf = window.requestAnimationFrame.bind(window);

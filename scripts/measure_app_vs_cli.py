@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -88,6 +90,30 @@ def cards(page) -> dict[str, str]:
         .map(c => [c.querySelector('small').innerText.trim(), c.querySelector('b').innerText.trim()]))""")
 
 
+def page_run(page, prompt: str, profile: str, a) -> dict:
+    """One Generate on the page: both tok/s from the cards, and Chromium's CPU (percent of one core)
+    5 s before the click (idle), while EAGLE decoded and while vanilla decoded. The phases are read
+    from the status line ("EAGLE decoding", "vanilla decoding", "Done."), so each window starts up
+    to one Playwright poll late; the drawing after both runs is outside both windows."""
+    from playwright.sync_api import expect
+
+    page.locator("#eg-prompt textarea").fill(prompt)
+    c0 = cpu_seconds(profile)
+    page.wait_for_timeout(5000)
+    idle = (cpu_seconds(profile) - c0) / 5.0
+    marks = []
+    page.locator("#eg-generate").click()
+    status = page.locator("#eg-status")
+    for text in ("EAGLE decoding|vanilla decoding", "vanilla decoding|Done\\.", "Done\\."):  # a short phase may be missed
+        expect(status).to_contain_text(re.compile(text), timeout=a.timeout * 1000)
+        marks.append((time.perf_counter(), cpu_seconds(profile)))
+    (t1, c1), (t2, c2), (t3, c3) = marks
+    shown = cards(page)
+    return dict(e_page=float(shown["EAGLE tokens/s"]), v_page=float(shown["vanilla tokens/s"]), idle=100 * idle,
+                browser_e=100 * (c2 - c1) / (t2 - t1), browser_v=100 * (c3 - c2) / (t3 - t2),
+                note=page.locator("#eg-comparison .eg-note").inner_text())
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=4, help="how many of assets/examples.json's prompts")
@@ -97,6 +123,7 @@ def main(argv=None) -> int:
     ap.add_argument("--total", type=int, default=12)
     ap.add_argument("--threads", type=int, default=None, help="torch threads for the app (EAGLE_APP_THREADS) and the CLI")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per page run")
+    ap.add_argument("--repeat", type=int, default=1, help="page + CLI runs per prompt; the table shows medians")
     a = ap.parse_args(argv)
     from playwright.sync_api import expect, sync_playwright
 
@@ -132,32 +159,26 @@ def main(argv=None) -> int:
                                    ("eg-maxnew", a.max_new)):
                 set_slider(page, elem_id, value)
             for prompt in example_prompts(a.prompts):
-                page.locator("#eg-prompt textarea").fill(prompt)
-                idle = cpu_seconds(profile)
-                page.wait_for_timeout(5000)
-                idle = (cpu_seconds(profile) - idle) / 5.0
-                browser_cpu, server_cpu, t = cpu_seconds(profile), cpu_seconds(os.path.join(ROOT, "app.py")), time.perf_counter()
-                page.locator("#eg-generate").click()
-                expect(page.locator("#eg-status")).to_contain_text("Done.", timeout=a.timeout * 1000)
-                wall = time.perf_counter() - t
-                browser_cpu, server_cpu = cpu_seconds(profile) - browser_cpu, cpu_seconds(os.path.join(ROOT, "app.py")) - server_cpu
-                shown = cards(page)
-                note = page.locator("#eg-comparison .eg-note").inner_text()
-                page.goto("about:blank")  # the CLI runs with no page rendering
-                e_cli, v_cli = cli(prompt, "eagle", a), cli(prompt, "vanilla", a)
-                rows.append(dict(prompt=prompt, e_page=float(shown["EAGLE tokens/s"]),
-                                 v_page=float(shown["vanilla tokens/s"]), e_cli=e_cli["tokens_per_s"],
-                                 v_cli=v_cli["tokens_per_s"], browser=100 * browser_cpu / wall,
-                                 server=100 * server_cpu / wall, idle=100 * idle, same=e_cli["token_ids"] == v_cli["token_ids"]))
-                print(f"… {prompt[:40]!r}: page {shown['EAGLE tokens/s']} / {shown['vanilla tokens/s']}, CLI "
-                      f"{e_cli['tokens_per_s']:.1f} / {v_cli['tokens_per_s']:.1f} tok/s", file=sys.stderr, flush=True)
-                page.goto(url, wait_until="load")
-                expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=60_000)
-                page.get_by_text("Tree settings").click()
-                for elem_id, value in (("eg-set-depth", a.depth), ("eg-set-topk", a.top_k),
-                                       ("eg-set-total", a.total), ("eg-maxnew", a.max_new)):
-                    set_slider(page, elem_id, value)
-                page.wait_for_timeout(2000)  # the reloaded page finishes drawing its example first
+                runs = []
+                for rep in range(a.repeat):  # page, then CLI right after, a.repeat times; medians reported
+                    runs.append(page_run(page, prompt, profile, a))
+                    page.goto("about:blank")  # the CLI runs with no page rendering
+                    e_cli, v_cli = cli(prompt, "eagle", a), cli(prompt, "vanilla", a)
+                    runs[-1].update(e_cli=e_cli["tokens_per_s"], v_cli=v_cli["tokens_per_s"],
+                                    same=e_cli["token_ids"] == v_cli["token_ids"])
+                    note = runs[-1].pop("note")
+                    print(f"… {prompt[:40]!r} #{rep + 1}: page {runs[-1]['e_page']} / {runs[-1]['v_page']}, CLI "
+                          f"{e_cli['tokens_per_s']:.1f} / {v_cli['tokens_per_s']:.1f} tok/s, Chromium "
+                          f"{runs[-1]['browser_e']:.0f}% / {runs[-1]['browser_v']:.0f}% of a core", file=sys.stderr, flush=True)
+                    page.goto(url, wait_until="load")
+                    expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=60_000)
+                    page.get_by_text("Tree settings").click()
+                    for elem_id, value in (("eg-set-depth", a.depth), ("eg-set-topk", a.top_k),
+                                           ("eg-set-total", a.total), ("eg-maxnew", a.max_new)):
+                        set_slider(page, elem_id, value)
+                    page.wait_for_timeout(2000)  # the reloaded page finishes drawing its example first
+                rows.append({"prompt": prompt, **{k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "same"},
+                             "same": all(r["same"] for r in runs)})
             browser.close()
     finally:
         server.terminate()
@@ -167,15 +188,16 @@ def main(argv=None) -> int:
     print(f"\n{cpu_model()} · {os.cpu_count()} logical CPUs · torch threads {threads} · greedy, tree "
           f"depth {a.depth} / top-k {a.top_k} / {a.total} tokens, {a.max_new} new tokens\n")
     print("| prompt | EAGLE page | EAGLE CLI | page/CLI | vanilla page | vanilla CLI | page/CLI | speedup page | "
-          "speedup CLI | Chromium CPU (idle before) | server CPU |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "speedup CLI | Chromium CPU while EAGLE / vanilla decoded (idle before) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         sp_page, sp_cli = r["e_page"] / r["v_page"], r["e_cli"] / r["v_cli"]
         print(f"| {r['prompt'][:32]}… | {r['e_page']:.1f} | {r['e_cli']:.1f} | {r['e_page'] / r['e_cli']:.0%} | "
               f"{r['v_page']:.1f} | {r['v_cli']:.1f} | {r['v_page'] / r['v_cli']:.0%} | {sp_page:.2f}× | {sp_cli:.2f}× "
-              f"| {r['browser']:.0f}% ({r['idle']:.0f}%) | {r['server']:.0f}% |")
-    print("\nCPU columns: percent of one core used during the page's run (Generate click to “Done.”, so the "
-          "clearing before and the drawing after both runs are included); idle: the 5 s before the click.")
+              f"| {r['browser_e']:.0f}% / {r['browser_v']:.0f}% ({r['idle']:.0f}%) |")
+    print(f"\nMedians of {a.repeat} page run(s) and {a.repeat} CLI run(s) per prompt, each CLI run right after a page "
+          "run. Chromium CPU: percent of one core while the status line said EAGLE, then vanilla, was decoding; "
+          "idle: the 5 s before the click.")
     if rows:
         print(f"The page said: “{note}”")
     print("\n| start-up, as the browser saw it | seconds after `python app.py` |\n|---|---|")

@@ -249,9 +249,10 @@ def test_two_sessions_generate_at_once_without_leaking():
 
 
 def test_step_mode_advances_one_cycle_per_click():
-    state, args = av.new_state(), {**GOOD, "max_new": 4}
+    # depth 3 commits at most 4 tokens a cycle, so 9 tokens need at least 3 cycles whatever the head
+    state, args = av.new_state(), {**GOOD, "max_new": 9}
     steps = []
-    for i in range(6):
+    for i in range(12):
         out = av.named(list(cb.step("Hi!", *args.values(), state, request=req("P")))[-1])
         state = out["state"]
         steps.append(len(state["cycles"]))

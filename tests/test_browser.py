@@ -127,9 +127,9 @@ def test_generate_in_browser(page_url, browser):
 
 
 def test_idle_page_does_not_request_60_frames_a_second(page_url, browser):
-    """The page runs app_frontend's script before Gradio's code, and an idle page requests at most a
-    few animation frames a second: Gradio's status tracker alone asks for 60 a second (measured),
-    which cost a decode on the same 2-core machine 8-12% of its speed."""
+    """The page runs app_frontend's script before Gradio's code, and on an idle page Gradio's status
+    tracker gets a frame about once a second: unwrapped it asks for 60 a second (measured), which
+    cost a decode on the same 2-core machine 8-12% of its speed."""
     page = open_page(browser, page_url)
     assert page.evaluate("() => document.head.querySelector('script').dataset.eagleExplainer") == "tracker-frames"
     page.wait_for_timeout(4000)  # the example trace's figures finish drawing
@@ -139,7 +139,9 @@ def test_idle_page_does_not_request_60_frames_a_second(page_url, browser):
     tracker, other = after["tracker"] - before["tracker"], after["other"] - before["other"]
     print("animation frames requested in 4 s:", {"tracker": tracker, "other": other})
     assert before["tracker"] > 0  # the tracker's loop exists (so the wrapper is what slows it)
-    assert tracker <= 40 and other <= 40, (tracker, other)  # unthrottled: ~240 in 4 s
+    # unthrottled: ~240 in 4 s for one loop. Other callers (plotly settling after the example trace
+    # is drawn) are passed through untouched and not counted against the page here.
+    assert tracker <= 20, (tracker, other)
     page.close()
 
 

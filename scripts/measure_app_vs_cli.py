@@ -11,17 +11,17 @@ downloaded browser; fresh profile), presses Generate for each prompt, reads EAGL
 vanilla's tokens/s from the comparison cards, then runs `python -m eagle_core generate --json`
 for both methods with the same settings while the page sits on about:blank. The bars (issue 11):
 page tok/s >= 85% of the CLI's for each method, and the page's speedup within +-15% of the CLI's.
-Chromium's and the server's CPU time during each page run are printed too: they show whether
-the browser competed with the decoder.
+Chromium's CPU time while each method decoded is printed too: it shows whether the browser
+competed with the decoder. `--repeat N` runs page + CLI N times per prompt and prints medians.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -83,6 +83,14 @@ def set_slider(page, elem_id: str, value) -> None:
     box.fill(str(value))
     box.press("Enter")
     box.blur()
+
+
+def set_tree(page, a) -> None:
+    """Open the tree settings and set the run's depth, top-k, total tokens and new tokens."""
+    page.get_by_text("Tree settings").click()
+    for elem_id, value in (("eg-set-depth", a.depth), ("eg-set-topk", a.top_k), ("eg-set-total", a.total),
+                           ("eg-maxnew", a.max_new)):
+        set_slider(page, elem_id, value)
 
 
 def cards(page) -> dict[str, str]:
@@ -154,10 +162,7 @@ def main(argv=None) -> int:
             startup["Generate button visible"] = time.perf_counter() - t0
             expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=300_000)
             startup["“Model ready” shown"] = time.perf_counter() - t0
-            page.get_by_text("Tree settings").click()
-            for elem_id, value in (("eg-set-depth", a.depth), ("eg-set-topk", a.top_k), ("eg-set-total", a.total),
-                                   ("eg-maxnew", a.max_new)):
-                set_slider(page, elem_id, value)
+            set_tree(page, a)
             for prompt in example_prompts(a.prompts):
                 runs = []
                 for rep in range(a.repeat):  # page, then CLI right after, a.repeat times; medians reported
@@ -172,10 +177,7 @@ def main(argv=None) -> int:
                           f"{runs[-1]['browser_e']:.0f}% / {runs[-1]['browser_v']:.0f}% of a core", file=sys.stderr, flush=True)
                     page.goto(url, wait_until="load")
                     expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=60_000)
-                    page.get_by_text("Tree settings").click()
-                    for elem_id, value in (("eg-set-depth", a.depth), ("eg-set-topk", a.top_k),
-                                           ("eg-set-total", a.total), ("eg-maxnew", a.max_new)):
-                        set_slider(page, elem_id, value)
+                    set_tree(page, a)
                     page.wait_for_timeout(2000)  # the reloaded page finishes drawing its example first
                 rows.append({"prompt": prompt, **{k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "same"},
                              "same": all(r["same"] for r in runs)})

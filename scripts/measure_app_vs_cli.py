@@ -13,6 +13,9 @@ for both methods with the same settings while the page sits on about:blank. The 
 page tok/s >= 85% of the CLI's for each method, and the page's speedup within +-15% of the CLI's.
 Chromium's CPU time while each method decoded is printed too: it shows whether the browser
 competed with the decoder. `--repeat N` runs page + CLI N times per prompt and prints medians.
+
+`--client` drives the same Generate event through gradio_client instead of a browser (no page on
+the machine): it separates what the server's event path costs from what the browser costs.
 """
 from __future__ import annotations
 
@@ -122,6 +125,48 @@ def page_run(page, prompt: str, profile: str, a) -> dict:
                 note=page.locator("#eg-comparison .eg-note").inner_text())
 
 
+CARD = re.compile(r"<b>([^<]*)</b><small>([^<]*)</small>")
+
+
+def client_run(client, prompt: str, a) -> dict:
+    """One Generate through gradio_client (the API the page's button calls); tok/s from the cards' HTML."""
+    result = client.submit(prompt, "eagle2", a.depth, a.top_k, a.total, 3, 0.0, 1.0, 0, a.max_new, 0, True,
+                           api_name="/generate").result(timeout=a.timeout)
+    html = next(x for x in result if isinstance(x, str) and "EAGLE tokens/s" in x)
+    shown = {label.strip(): value.strip() for value, label in CARD.findall(html)}
+    return dict(e_page=float(shown["EAGLE tokens/s"]), v_page=float(shown["vanilla tokens/s"]), note="")
+
+
+def main_client(a, url: str) -> list[dict]:
+    from gradio_client import Client
+
+    client, rows = Client(url, verbose=False), []
+    for prompt in example_prompts(a.prompts):
+        runs = []
+        for rep in range(a.repeat):
+            runs.append(client_run(client, prompt, a))
+            e_cli, v_cli = cli(prompt, "eagle", a), cli(prompt, "vanilla", a)
+            runs[-1].update(e_cli=e_cli["tokens_per_s"], v_cli=v_cli["tokens_per_s"],
+                            same=e_cli["token_ids"] == v_cli["token_ids"])
+            print(f"… {prompt[:40]!r} #{rep + 1}: app {runs[-1]['e_page']} / {runs[-1]['v_page']}, CLI "
+                  f"{e_cli['tokens_per_s']:.1f} / {v_cli['tokens_per_s']:.1f} tok/s", file=sys.stderr, flush=True)
+        rows.append({"prompt": prompt, **{k: statistics.median(r[k] for r in runs) for k in runs[0]
+                                          if k not in ("same", "note")}, "same": all(r["same"] for r in runs)})
+    return rows
+
+
+def print_client_table(rows: list[dict], a) -> None:
+    print("| prompt | EAGLE app | EAGLE CLI | app/CLI | vanilla app | vanilla CLI | app/CLI | speedup app | "
+          "speedup CLI |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['prompt'][:32]}… | {r['e_page']:.1f} | {r['e_cli']:.1f} | {r['e_page'] / r['e_cli']:.0%} | "
+              f"{r['v_page']:.1f} | {r['v_cli']:.1f} | {r['v_page'] / r['v_cli']:.0%} | "
+              f"{r['e_page'] / r['v_page']:.2f}× | {r['e_cli'] / r['v_cli']:.2f}× |")
+    print(f"\nThe app driven through gradio_client (no browser), medians of {a.repeat} run(s) per prompt, each "
+          "followed by the CLI.")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=4, help="how many of assets/examples.json's prompts")
@@ -132,8 +177,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads for the app (EAGLE_APP_THREADS) and the CLI")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per page run")
     ap.add_argument("--repeat", type=int, default=1, help="page + CLI runs per prompt; the table shows medians")
+    ap.add_argument("--client", action="store_true", help="gradio_client instead of a browser (no page rendering)")
     a = ap.parse_args(argv)
-    from playwright.sync_api import expect, sync_playwright
 
     port, profile = free_port(), tempfile.mkdtemp(prefix="eagle-measure-chromium-")
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False")
@@ -145,43 +190,16 @@ def main(argv=None) -> int:
                               stderr=subprocess.DEVNULL)
     startup, rows = {}, []
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS,
-                                                           viewport={"width": 1500, "height": 1000})
-            page = browser.new_page()
-            while True:  # a browser opened at once, retrying until the server answers
+        if a.client:
+            while True:
                 try:
                     urllib.request.urlopen(url, timeout=1).read()
-                    startup["server answers HTTP"] = time.perf_counter() - t0
                     break
                 except OSError:
-                    time.sleep(0.1)
-            page.goto(url, wait_until="load")
-            startup["page loaded (load event)"] = time.perf_counter() - t0
-            expect(page.locator("#eg-generate")).to_be_visible(timeout=120_000)
-            startup["Generate button visible"] = time.perf_counter() - t0
-            expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=300_000)
-            startup["“Model ready” shown"] = time.perf_counter() - t0
-            set_tree(page, a)
-            for prompt in example_prompts(a.prompts):
-                runs = []
-                for rep in range(a.repeat):  # page, then CLI right after, a.repeat times; medians reported
-                    runs.append(page_run(page, prompt, profile, a))
-                    page.goto("about:blank")  # the CLI runs with no page rendering
-                    e_cli, v_cli = cli(prompt, "eagle", a), cli(prompt, "vanilla", a)
-                    runs[-1].update(e_cli=e_cli["tokens_per_s"], v_cli=v_cli["tokens_per_s"],
-                                    same=e_cli["token_ids"] == v_cli["token_ids"])
-                    note = runs[-1].pop("note")
-                    print(f"… {prompt[:40]!r} #{rep + 1}: page {runs[-1]['e_page']} / {runs[-1]['v_page']}, CLI "
-                          f"{e_cli['tokens_per_s']:.1f} / {v_cli['tokens_per_s']:.1f} tok/s, Chromium "
-                          f"{runs[-1]['browser_e']:.0f}% / {runs[-1]['browser_v']:.0f}% of a core", file=sys.stderr, flush=True)
-                    page.goto(url, wait_until="load")
-                    expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=60_000)
-                    set_tree(page, a)
-                    page.wait_for_timeout(2000)  # the reloaded page finishes drawing its example first
-                rows.append({"prompt": prompt, **{k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "same"},
-                             "same": all(r["same"] for r in runs)})
-            browser.close()
+                    time.sleep(0.2)
+            rows = main_client(a, url)
+        else:
+            rows = main_browser(a, url, profile, t0, startup)
     finally:
         server.terminate()
         server.wait(20)
@@ -189,6 +207,59 @@ def main(argv=None) -> int:
                                           capture_output=True, text=True).stdout.strip()
     print(f"\n{cpu_model()} · {os.cpu_count()} logical CPUs · torch threads {threads} · greedy, tree "
           f"depth {a.depth} / top-k {a.top_k} / {a.total} tokens, {a.max_new} new tokens\n")
+    if a.client:
+        print_client_table(rows, a)
+    else:
+        print_browser_table(rows, startup, a)
+    return 0
+
+
+def main_browser(a, url: str, profile: str, t0: float, startup: dict) -> list[dict]:
+    from playwright.sync_api import expect, sync_playwright
+
+    rows = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS,
+                                                       viewport={"width": 1500, "height": 1000})
+        page = browser.new_page()
+        while True:  # a browser opened at once, retrying until the server answers
+            try:
+                urllib.request.urlopen(url, timeout=1).read()
+                startup["server answers HTTP"] = time.perf_counter() - t0
+                break
+            except OSError:
+                time.sleep(0.1)
+        page.goto(url, wait_until="load")
+        startup["page loaded (load event)"] = time.perf_counter() - t0
+        expect(page.locator("#eg-generate")).to_be_visible(timeout=120_000)
+        startup["Generate button visible"] = time.perf_counter() - t0
+        expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=300_000)
+        startup["“Model ready” shown"] = time.perf_counter() - t0
+        set_tree(page, a)
+        for prompt in example_prompts(a.prompts):
+            runs = []
+            for rep in range(a.repeat):  # page, then CLI right after, a.repeat times; medians reported
+                runs.append(page_run(page, prompt, profile, a))
+                page.goto("about:blank")  # the CLI runs with no page rendering
+                e_cli, v_cli = cli(prompt, "eagle", a), cli(prompt, "vanilla", a)
+                runs[-1].update(e_cli=e_cli["tokens_per_s"], v_cli=v_cli["tokens_per_s"],
+                                same=e_cli["token_ids"] == v_cli["token_ids"])
+                startup["note"] = runs[-1].pop("note")
+                print(f"… {prompt[:40]!r} #{rep + 1}: page {runs[-1]['e_page']} / {runs[-1]['v_page']}, CLI "
+                      f"{e_cli['tokens_per_s']:.1f} / {v_cli['tokens_per_s']:.1f} tok/s, Chromium "
+                      f"{runs[-1]['browser_e']:.0f}% / {runs[-1]['browser_v']:.0f}% of a core", file=sys.stderr, flush=True)
+                page.goto(url, wait_until="load")
+                expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=60_000)
+                set_tree(page, a)
+                page.wait_for_timeout(2000)  # the reloaded page finishes drawing its example first
+            rows.append({"prompt": prompt, **{k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "same"},
+                         "same": all(r["same"] for r in runs)})
+        browser.close()
+    return rows
+
+
+def print_browser_table(rows: list[dict], startup: dict, a) -> None:
+    note = startup.pop("note", None)
     print("| prompt | EAGLE page | EAGLE CLI | page/CLI | vanilla page | vanilla CLI | page/CLI | speedup page | "
           "speedup CLI | Chromium CPU while EAGLE / vanilla decoded (idle before) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -200,12 +271,11 @@ def main(argv=None) -> int:
     print(f"\nMedians of {a.repeat} page run(s) and {a.repeat} CLI run(s) per prompt, each CLI run right after a page "
           "run. Chromium CPU: percent of one core while the status line said EAGLE, then vanilla, was decoding; "
           "idle: the 5 s before the click.")
-    if rows:
+    if note:
         print(f"The page said: “{note}”")
     print("\n| start-up, as the browser saw it | seconds after `python app.py` |\n|---|---|")
     for what, s in startup.items():
         print(f"| {what} | {s:.1f} |")
-    return 0
 
 
 if __name__ == "__main__":

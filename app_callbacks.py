@@ -268,6 +268,9 @@ def _step(engine, prompt, settings, state, sid) -> tuple:
     rec = ENGINE_THREAD.submit(next, it, None).result()  # all torch work on the engine thread
     if rec is not None:
         state["cycles"].append(readable_cycle(rec, tok))
+        if gen.ending is not None:  # that was the last cycle: finish on this click, not on one more
+            ENGINE_THREAD.submit(next, it, None).result()
+    if gen.run is None:
         status = (f"Step mode (not timed): cycle {len(state['cycles'])} done, τ so far {tau(state['cycles']):.2f}. "
                   "Click **Step** for the next one (change a setting or the prompt to start over).")
     else:

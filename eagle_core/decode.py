@@ -141,6 +141,7 @@ class Generation:
         self.engine, self.prompt, self.prompt_ids, self.s, self.stop = engine, prompt, prompt_ids, s, stop
         self.cycles: list[CycleRecord] = []
         self.run: Run | None = None
+        self.ending: str | None = None  # set before the last record is yielded: why the generation ends
 
     def __iter__(self):
         for rec in self._loop():
@@ -209,6 +210,7 @@ class Generation:
                 accepted = torch.tensor(verdict.accepted, device=dev)
                 unseen = UnseenPairs(head_feats[accepted], torch.tensor(new, device=dev), L)
             text, emitted = self._delta(out_ids, emitted)
+            self.ending = stop_reason
             yield self._record(step, L, tree, verdict, committed, text, t1 - t0, t2 - t1, rule)
             L += len(verdict.accepted)
             step += 1

@@ -262,6 +262,8 @@ def test_step_mode_advances_one_cycle_per_click():
             break
     assert steps[:3] == [1, 2, 3]
     assert state["eagle"] is not None and "finished" in out["status"]
+    # every click added a cycle, the last one included (it used to take one more click that added none)
+    assert steps == list(range(1, len(steps) + 1)) and len(state["eagle"].cycles) == len(steps)
 
 
 def test_scrubber_and_play_stay_in_range():

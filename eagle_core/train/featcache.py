@@ -129,21 +129,29 @@ def load_feature_cache(path: str, target=None) -> tuple[list[dict], dict]:
     return recs, m
 
 
-def open_captured(out: str, target, layers: tuple[int, ...], dataset: str) -> dict:
-    """The manifest of a cache that `ids-gen --features` fills as it generates (the features the
-    engine computed while decoding, one shard per part of `dataset`), new or resumed."""
+def open_manifest(out: str, target, settings: dict, datasets: list[str], hint: str, **fresh) -> dict:
+    """The manifest of the feature cache in `out`: resumed if it was made for this tokenizer with the
+    same settings from the same datasets (anything else is refused, naming `hint`), else a new one
+    (with the extra fields `fresh`)."""
     os.makedirs(out, exist_ok=True)
-    settings = {"layers": list(layers), "captured_by": "ids-gen (engine generator)"}
     mpath = os.path.join(out, MANIFEST)
     if os.path.exists(mpath):
         with open(mpath, encoding="utf-8") as f:
             m = json.load(f)
         check_fits(m, target, out)
-        if m["settings"] != settings or m["datasets"] != [dataset]:
-            raise SystemExit(f"{out} holds features made with {m['settings']} from {m['datasets']}; use another --features")
+        if m["settings"] != settings or m["datasets"] != datasets:
+            raise SystemExit(f"{out} holds features made with {m['settings']} from {m['datasets']}; {hint}")
         return m
     return {"format": FORMAT, "tokenizer": tokenizer_fingerprint(target), "model": str(target.name),
-            "datasets": [dataset], "settings": settings, "shards": [], "sequences": 0, "tokens": 0, "seconds": 0.0}
+            "datasets": datasets, "settings": settings, **fresh, "shards": [], "sequences": 0, "tokens": 0,
+            "seconds": 0.0}
+
+
+def open_captured(out: str, target, layers: tuple[int, ...], dataset: str) -> dict:
+    """The manifest of a cache that `ids-gen --features` fills as it generates (the features the
+    engine computed while decoding, one shard per part of `dataset`), new or resumed."""
+    settings = {"layers": list(layers), "captured_by": "ids-gen (engine generator)"}
+    return open_manifest(out, target, settings, [dataset], "use another --features")
 
 
 def add_captured(out: str, m: dict, name: str, recs: list[dict], seconds: float) -> None:
@@ -175,18 +183,8 @@ def run_features(args, target=None) -> dict:
     records = []
     for p in datasets:
         records.extend(load_id_dataset(p, target))  # refuses data made with another tokenizer
-    os.makedirs(args.out, exist_ok=True)
-    mpath = os.path.join(args.out, MANIFEST)
-    if os.path.exists(mpath):
-        with open(mpath, encoding="utf-8") as f:
-            m = json.load(f)
-        if m["settings"] != settings or m["datasets"] != datasets:
-            raise SystemExit(f"{args.out} holds features made with {m['settings']} from {m['datasets']}; "
-                             f"rerun with those or use another --out")
-    else:
-        m = {"format": FORMAT, "tokenizer": tokenizer_fingerprint(target), "model": str(target.name),
-             "datasets": datasets, "settings": settings, "sequences_total": len(records),
-             "shards": [], "sequences": 0, "tokens": 0, "seconds": 0.0}
+    m = open_manifest(args.out, target, settings, datasets, "rerun with those or use another --out",
+                      sequences_total=len(records))
     order = sequence_order(records, args.seed)
     n_shards = -(-len(order) // args.shard_seqs)
     done = set(m["shards"])

@@ -40,7 +40,7 @@ deeper drafts get accepted (the paper: τ ≈ 6.5 against ≈ 4.8 for EAGLE-2 on
 drafts from its own small vocabulary (`d2t` maps a draft id to a target id); verification still
 uses the full one, so the output stays exactly the target's. The EAGLE-3 head shipped here for
 SmolLM2 is a first, short training (29 minutes on a CPU, ~430 k tokens): τ 1.45 on MT-bench
-against 1.78 for the EAGLE-2 head, which has had far more; the paper's gain needs far more training.
+against 1.81 for the EAGLE-2 head, which has had far more; the paper's gain needs far more training.
 
 The whole tree goes through the target in a single forward pass. The **tree-attention mask**
 (the small heatmap) lets each node see the committed text plus its own ancestors only, so

@@ -13,6 +13,7 @@ draws every step.
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import threading
 import time
@@ -30,13 +31,18 @@ from viz.examples import example_traces
 
 MODEL = model_from_env()
 LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every tab
-UI_INTERVAL_S = 1.0  # progress line at most once a second while a timed run decodes (each update costs the browser)
+# While the two timed runs decode the page gets no update at all, by default: with Chromium on the
+# same 2-core machine even a one-line progress update a second (plus Gradio's status trackers)
+# cost vanilla 11-30% of its rate (page/CLI 70-89%); with none, 89-103% (docs/app.md).
+# EAGLE_APP_PROGRESS_S > 0 sends a progress line that often instead.
+UI_INTERVAL_S = float(os.environ.get("EAGLE_APP_PROGRESS_S", "0"))
 SETTLE_S = 1.0  # after clearing the page, let the browser draw it before the clock starts (0.3 s was
 # too short on a busy 2-core machine: the clearing overlapped the start of the EAGLE run)
-TIMED_NOTE = ("Timed with live drawing paused: while each run decoded, the page showed only a one-line "
-              "progress update; the text, tree and charts were drawn after both runs finished. EAGLE ran "
-              "first, then vanilla, same prompt and settings, one after the other on {threads} CPU "
-              "thread(s). The replay below plays both at the measured pace.")
+TIMED_NOTE = ("Timed with live drawing paused: {how}; the text, tree and charts were drawn after both runs "
+              "finished. EAGLE ran first, then vanilla, same prompt and settings, one after the other on "
+              "{threads} CPU thread(s). The replay below plays both at the measured pace.")
+QUIET_HOW = "the page did not change while either run decoded"
+LIVE_HOW = "while each run decoded, the page showed only a one-line progress update"
 
 
 # ---------------------------------------------------------------------------------- stop flags
@@ -179,7 +185,8 @@ def _generate(prompt, settings_args, compare, flag, sid):
         long = f"Reading the {n_prompt:,}-token prompt first (long prompts take a while on a CPU). " \
             if n_prompt > 400 else ""
         yield outputs(**cleared_views("after both timed runs finish"), model=MODEL.status(),
-                      status=f"{long}Starting EAGLE (timed)…", download=gr.DownloadButton(value=None, interactive=False))
+                      status=long + starting_line(settings, len(worker.plan())),
+                      download=gr.DownloadButton(value=None, interactive=False))
         time.sleep(SETTLE_S)
         worker.start()
         state = yield from _follow(worker, settings, sid, prompt)
@@ -191,9 +198,21 @@ def _generate(prompt, settings_args, compare, flag, sid):
     if flag.is_set():
         how = {k: "stopped by you" for k in ("eagle", "vanilla")}
         gr.Info("Stopped. The partial run is kept: scrub through it or download its trace.")
-    state["note"] = TIMED_NOTE.format(threads=worker.threads or "?")
+    state["note"] = TIMED_NOTE.format(how=LIVE_HOW if UI_INTERVAL_S > 0 else QUIET_HOW, threads=worker.threads or "?")
     yield outputs(**all_views(state), state=state, status=done_status(state, how), download=save_trace(state, sid),
                   examples=None)
+
+
+def starting_line(settings, n_runs: int) -> str:
+    """The status shown while the runs are timed: what runs, about how long, and why the page is still."""
+    if UI_INTERVAL_S > 0:
+        return "⏱ Starting EAGLE (timed)…" if settings.method != "vanilla" else "⏱ Starting vanilla (timed)…"
+    what = ("EAGLE, then vanilla," if n_runs > 1 else "vanilla" if settings.method == "vanilla" else "EAGLE")
+    each, done = (" each", "both are done") if n_runs > 1 else ("", "it is done")
+    guess = min(settings.max_new_tokens * n_runs / max(LINE.rate, 0.1), RUN_BUDGET_S * n_runs)
+    return (f"⏱ Timing {what} on {settings.max_new_tokens} new tokens{each} (about {guess:.0f} s). The page stays "
+            f"still until {done}, so that drawing does not take the CPU from the decoder; **Stop** ends the "
+            "run and keeps what was decoded.")
 
 
 def _follow(worker: Worker, settings, sid: str, prompt: str):
@@ -220,7 +239,7 @@ def _follow(worker: Worker, settings, sid: str, prompt: str):
                 before = f"EAGLE done: {s.new_tokens} tokens in {s.wall_s:.1f} s. "
         elif what == "error":
             gr.Warning(f"{k} decoding failed: {payload}")
-        if time.perf_counter() - last >= UI_INTERVAL_S:
+        if UI_INTERVAL_S > 0 and time.perf_counter() - last >= UI_INTERVAL_S:
             last = time.perf_counter()
             yield outputs(status=progress_line(kind, tokens, cycles, started, settings.max_new_tokens,
                                                before if kind != main else ""))

@@ -129,15 +129,19 @@ def test_prompt_longer_than_context_is_refused(engine):
     assert [set(o) for o in outs] == [{"status"}] and "context" in outs[0]["status"]
 
 
-def test_generate_draws_nothing_heavy_while_timed():
-    """Both timed runs get the same treatment: one clearing update before the clock starts, then
-    status lines only, then every view once at the end."""
+def test_generate_draws_nothing_while_timed():
+    """Both timed runs get the same treatment: one clearing update before the clock starts (its
+    status says what is timed and why the page stays still), nothing while they decode, then
+    every view once at the end."""
+    assert cb.UI_INTERVAL_S == 0  # the default (EAGLE_APP_PROGRESS_S unset)
     outs = run_generate("Write one line of Python.", max_new=12)
     clear, live, final = outs[0], outs[1:-1], outs[-1]
     assert set(av.VIEW + av.SUMMARY) <= set(clear)  # nothing of the previous run stays
     assert "after both timed runs" in clear["comparison"] and "after both timed runs" in clear["replay"]
-    assert all(set(o) == {"status"} for o in live), [set(o) for o in live]
-    assert all("tok/s" not in o["status"] or "so far" in o["status"] for o in live)
+    assert "Timing EAGLE, then vanilla, on 12 new tokens each" in clear["status"]
+    assert "The page stays still" in clear["status"]
+    assert live == [], [set(o) for o in live]
+    assert "the page did not change while either run decoded" in final["comparison"]
     state = final["state"]
     e, v = state["eagle"], state["vanilla"]
     assert e.summary.method == "eagle2" and v.summary.method == "vanilla"
@@ -154,6 +158,16 @@ def test_generate_draws_nothing_heavy_while_timed():
     assert av.named(at.load_trace(path, source=path))["state"]["eagle"].summary.text == e.summary.text
 
 
+def test_progress_lines_when_asked_for(monkeypatch):
+    """EAGLE_APP_PROGRESS_S > 0: status lines only while the runs decode, never a figure."""
+    monkeypatch.setattr(cb, "UI_INTERVAL_S", 0.05)
+    outs = run_generate("Write one line of Python.", max_new=24)
+    live, final = outs[1:-1], outs[-1]
+    assert live and all(set(o) == {"status"} for o in live), [set(o) for o in live]
+    assert all("tok/s" not in o["status"] or "so far" in o["status"] for o in live)
+    assert "a one-line progress update" in final["comparison"]
+
+
 def test_progress_line_has_no_rate_at_first():
     """The live status once read "vanilla running · cycle 1 · 62131.1 tok/s"."""
     now = time.perf_counter()
@@ -168,30 +182,42 @@ def test_vanilla_only_and_no_compare():
     assert state["vanilla"] is None and state["eagle"] is not None
 
 
+LONG = "Tell me a long story about a lighthouse keeper and the storm that changed her life."
+
+
+def in_thread(gen):
+    """Drive a generate callback in a thread (as Gradio does); -> (thread, its outputs so far)."""
+    outs = []
+    t = threading.Thread(target=lambda: outs.extend(av.named(o) for o in gen), daemon=True)
+    t.start()
+    return t, outs
+
+
 def test_stop_mid_run_keeps_the_partial_run():
-    gen = start_generate("Count from one to fifty in words.", session="S", max_new=200)
-    next(gen)  # the cleared page: decoding starts
-    next(gen)
+    t, outs = in_thread(start_generate(LONG, session="S", max_new=400))
+    time.sleep(cb.SETTLE_S + 1.0)  # the page is cleared, then EAGLE decodes (no update meanwhile)
     cb.stop(req("S"))
-    final = av.named(list(gen)[-1])
+    t.join(60)
+    final = outs[-1]
     e = final["state"]["eagle"]
-    assert e.summary.stop_reason == "stopped" and e.summary.new_tokens < 200
+    assert e.summary.stop_reason == "stopped" and 0 < e.summary.new_tokens < 400
     assert final["state"]["vanilla"] is None  # vanilla never started
     assert "stopped by you" in final["status"] and "stopped: stopped" not in final["status"]
 
 
 def test_second_generate_then_stop_stops_both():
     """#1: Generate, Generate again, Stop: the first run used to run on (its flag was replaced)."""
-    first = start_generate("Count from one to fifty in words.", session="G", max_new=200)
-    next(first), next(first)
+    t1, first = in_thread(start_generate(LONG, session="G", max_new=400))
+    time.sleep(cb.SETTLE_S + 1.0)
     second_id = cb.arm(req("G"))  # the second click stops the first run ...
-    rest = [av.named(o) for o in first]
-    assert rest[-1]["state"]["eagle"].summary.stop_reason == "stopped"
-    second = cb.generate("Count to fifty.", *{**GOOD, "max_new": 200}.values(), True, av.new_state(), second_id,
-                         request=req("G"))
-    next(second), next(second)
+    t1.join(60)
+    assert first[-1]["state"]["eagle"].summary.stop_reason == "stopped"
+    t2, second = in_thread(cb.generate(LONG, *{**GOOD, "max_new": 400}.values(), True, av.new_state(), second_id,
+                                       request=req("G")))
+    time.sleep(cb.SETTLE_S + 1.0)
     cb.stop(req("G"))  # ... and Stop reaches the second
-    final = av.named(list(second)[-1])
+    t2.join(60)
+    final = second[-1]
     assert final["state"]["eagle"].summary.stop_reason == "stopped" and final["state"]["vanilla"] is None
 
 

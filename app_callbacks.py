@@ -4,11 +4,12 @@ for the named outputs in app_views.OUT; the views and status lines are in app_vi
 Traces tab's callbacks in app_traces.py. Nothing here builds a widget.
 
 Timing. Both timed runs (EAGLE, then vanilla) get the same treatment: while either runs, the
-page receives only a one-line text progress update at most once a second; the text, the tree,
-the charts and the replay are drawn once, after both runs have finished. Redrawing plotly
-figures every cycle made the browser (on the same 2-core machine) take a core from the decoder
-during EAGLE only, which made EAGLE look 2.5x slower than it is. Step mode is not timed and
-draws every step.
+page receives nothing (or, with EAGLE_APP_PROGRESS_S > 0, a one-line progress update that
+often); the text, the tree, the charts and the replay are drawn once, after both runs have
+finished. Redrawing plotly figures every cycle made the browser (on the same 2-core machine)
+take a core from the decoder during EAGLE only, which made EAGLE look 2.5x slower than it is;
+even the once-a-second progress line cost vanilla up to 30%. Step mode is not timed and draws
+every step.
 """
 from __future__ import annotations
 
@@ -216,7 +217,7 @@ def starting_line(settings, n_runs: int) -> str:
 
 
 def _follow(worker: Worker, settings, sid: str, prompt: str):
-    """Yields the progress line while the worker decodes; returns the new state."""
+    """Yields the progress line while the worker decodes (only if UI_INTERVAL_S > 0); returns the new state."""
     state = new_state(title=prompt[:60])
     main = "vanilla" if settings.method == "vanilla" else "eagle"
     kind, started, tokens, cycles, before, last = main, time.perf_counter(), 0, 0, "", 0.0

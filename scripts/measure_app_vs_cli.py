@@ -82,6 +82,28 @@ def cli(prompt: str, method: str, a) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def wait_for_http(url: str) -> None:
+    """Retry until the server answers."""
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+def add_cli(run: dict, prompt: str, a) -> dict:
+    """The CLI's EAGLE and vanilla rates for the same prompt and settings, added to one app run."""
+    e_cli, v_cli = cli(prompt, "eagle", a), cli(prompt, "vanilla", a)
+    run.update(e_cli=e_cli["tokens_per_s"], v_cli=v_cli["tokens_per_s"], same=e_cli["token_ids"] == v_cli["token_ids"])
+    return run
+
+
+def median_row(prompt: str, runs: list[dict]) -> dict:
+    return {"prompt": prompt, **{k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "same"},
+            "same": all(r["same"] for r in runs)}
+
+
 def set_slider(page, elem_id: str, value) -> None:
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
@@ -141,7 +163,7 @@ def client_run(client, prompt: str, a) -> dict:
                            api_name="/generate").result(timeout=a.timeout)
     html = next(x for x in result if isinstance(x, str) and "EAGLE tokens/s" in x)
     shown = {label.strip(): value.strip() for value, label in CARD.findall(html)}
-    return dict(e_page=float(shown["EAGLE tokens/s"]), v_page=float(shown["vanilla tokens/s"]), note="")
+    return dict(e_page=float(shown["EAGLE tokens/s"]), v_page=float(shown["vanilla tokens/s"]))
 
 
 def main_client(a, url: str) -> list[dict]:
@@ -151,14 +173,11 @@ def main_client(a, url: str) -> list[dict]:
     for prompt in example_prompts(a.prompts):
         runs = []
         for rep in range(a.repeat):
-            runs.append(client_run(client, prompt, a))
-            e_cli, v_cli = cli(prompt, "eagle", a), cli(prompt, "vanilla", a)
-            runs[-1].update(e_cli=e_cli["tokens_per_s"], v_cli=v_cli["tokens_per_s"],
-                            same=e_cli["token_ids"] == v_cli["token_ids"])
-            print(f"… {prompt[:40]!r} #{rep + 1}: app {runs[-1]['e_page']} / {runs[-1]['v_page']}, CLI "
-                  f"{e_cli['tokens_per_s']:.1f} / {v_cli['tokens_per_s']:.1f} tok/s", file=sys.stderr, flush=True)
-        rows.append({"prompt": prompt, **{k: statistics.median(r[k] for r in runs) for k in runs[0]
-                                          if k not in ("same", "note")}, "same": all(r["same"] for r in runs)})
+            r = add_cli(client_run(client, prompt, a), prompt, a)
+            runs.append(r)
+            print(f"… {prompt[:40]!r} #{rep + 1}: app {r['e_page']} / {r['v_page']}, CLI "
+                  f"{r['e_cli']:.1f} / {r['v_cli']:.1f} tok/s", file=sys.stderr, flush=True)
+        rows.append(median_row(prompt, runs))
     return rows
 
 
@@ -198,12 +217,7 @@ def main(argv=None) -> int:
     startup, rows = {}, []
     try:
         if a.client:
-            while True:
-                try:
-                    urllib.request.urlopen(url, timeout=1).read()
-                    break
-                except OSError:
-                    time.sleep(0.2)
+            wait_for_http(url)
             rows = main_client(a, url)
         else:
             rows = main_browser(a, url, profile, t0, startup)
@@ -229,13 +243,8 @@ def main_browser(a, url: str, profile: str, t0: float, startup: dict) -> list[di
         browser = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS,
                                                        viewport={"width": 1500, "height": 1000})
         page = browser.new_page()
-        while True:  # a browser opened at once, retrying until the server answers
-            try:
-                urllib.request.urlopen(url, timeout=1).read()
-                startup["server answers HTTP"] = time.perf_counter() - t0
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_http(url)  # a browser opened at once
+        startup["server answers HTTP"] = time.perf_counter() - t0
         page.goto(url, wait_until="load")
         startup["page loaded (load event)"] = time.perf_counter() - t0
         expect(page.locator("#eg-generate")).to_be_visible(timeout=120_000)
@@ -246,21 +255,18 @@ def main_browser(a, url: str, profile: str, t0: float, startup: dict) -> list[di
         for prompt in example_prompts(a.prompts):
             runs = []
             for rep in range(a.repeat):  # page, then CLI right after, a.repeat times; medians reported
-                runs.append(page_run(page, prompt, profile, a))
+                r = page_run(page, prompt, profile, a)
+                startup["note"] = r.pop("note")
                 page.goto("about:blank")  # the CLI runs with no page rendering
-                e_cli, v_cli = cli(prompt, "eagle", a), cli(prompt, "vanilla", a)
-                runs[-1].update(e_cli=e_cli["tokens_per_s"], v_cli=v_cli["tokens_per_s"],
-                                same=e_cli["token_ids"] == v_cli["token_ids"])
-                startup["note"] = runs[-1].pop("note")
-                print(f"… {prompt[:40]!r} #{rep + 1}: page {runs[-1]['e_page']} / {runs[-1]['v_page']}, CLI "
-                      f"{e_cli['tokens_per_s']:.1f} / {v_cli['tokens_per_s']:.1f} tok/s, Chromium "
-                      f"{runs[-1]['browser_e']:.0f}% / {runs[-1]['browser_v']:.0f}% of a core", file=sys.stderr, flush=True)
+                runs.append(add_cli(r, prompt, a))
+                print(f"… {prompt[:40]!r} #{rep + 1}: page {r['e_page']} / {r['v_page']}, CLI "
+                      f"{r['e_cli']:.1f} / {r['v_cli']:.1f} tok/s, Chromium "
+                      f"{r['browser_e']:.0f}% / {r['browser_v']:.0f}% of a core", file=sys.stderr, flush=True)
                 page.goto(url, wait_until="load")
                 expect(page.locator("#eg-model")).to_contain_text("Model ready", timeout=60_000)
                 set_tree(page, a)
                 page.wait_for_timeout(2000)  # the reloaded page finishes drawing its example first
-            rows.append({"prompt": prompt, **{k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "same"},
-                         "same": all(r["same"] for r in runs)})
+            rows.append(median_row(prompt, runs))
         browser.close()
     return rows
 

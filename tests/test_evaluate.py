@@ -89,3 +89,39 @@ def test_eval_command_runs_either_head(method, tmp_path, monkeypatch):
     assert res["method"] == method and res["head"] == head_dir
     o = res["runs"][0]["overall"]
     assert o["prompts"] == 2 and o["tau"] >= 1.0
+
+
+def test_eval_cut_short_keeps_the_sets_it_finished(tmp_path, monkeypatch):
+    """The JSON is written after every (tree, T, prompt file) set: an evaluation of 80 prompts x
+    several trees takes an hour here, and one stopped in the second set keeps the first."""
+    import argparse
+    import json
+
+    from eagle_core.config import parse_tree
+    from eagle_core.head import save_head
+    from eagle_core.train import evaluate
+    from test_head3 import tiny_target8
+
+    target = tiny_target8()
+    monkeypatch.setattr(evaluate, "load_target", lambda *a, **k: target)
+    head_dir = str(tmp_path / "head")
+    save_head(tiny_head(target), head_dir)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "abcabc", "category": "x"}\n')
+    real, calls = evaluate.evaluate_prompts, []
+
+    def stopped_in_second_set(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(evaluate, "evaluate_prompts", stopped_in_second_set)
+    out = tmp_path / "r.json"
+    args = argparse.Namespace(head=head_dir, method="eagle2", prompts=[str(prompts)], limit=None, per_category=None,
+                              max_new_tokens=4, temperatures=[0.0, 1.0], trees=[parse_tree("2,2,4")],
+                              draft_vocab="head", threads=1, json_out=str(out))
+    with pytest.raises(KeyboardInterrupt):
+        evaluate.run_eval(args)
+    res = json.loads(out.read_text())
+    assert [r["temperature"] for r in res["runs"]] == [0.0]

@@ -9,6 +9,7 @@ depth d - 1. Prompts are read by `eagle_core.bench.prompts`, the project's one p
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import defaultdict
 
@@ -81,10 +82,15 @@ def run_eval(args):
                 o = res["overall"]
                 acc = ", ".join(f"d{d} {a:.2f}" for d, a in o["acceptance_by_depth"].items())
                 print(f"  => tau {o['tau']:.2f}, {o['tokens_per_s']:.1f} tok/s; acceptance {acc}", flush=True)
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump(results, f, indent=1)
+                if args.json_out:  # after every set, so that a long evaluation cut short keeps what it measured
+                    write_json(args.json_out, results)
     print(markdown(results))
+
+
+def write_json(path: str, results: dict) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def markdown(results) -> str:

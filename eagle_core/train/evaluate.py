@@ -8,7 +8,6 @@ depth d - 1. Prompts are read by `eagle_core.bench.prompts`, the project's one p
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import defaultdict
@@ -21,6 +20,7 @@ from ..decode import Engine
 from ..default_head import load_default_head
 from ..target import load_target
 from ..trace import acceptance_rates, tau
+from .ids import write_manifest  # the project's atomic JSON write
 
 
 def load_eval_prompts(path: str, per_category: int | None = None) -> list[tuple[str, str]]:
@@ -83,14 +83,8 @@ def run_eval(args):
                 acc = ", ".join(f"d{d} {a:.2f}" for d, a in o["acceptance_by_depth"].items())
                 print(f"  => tau {o['tau']:.2f}, {o['tokens_per_s']:.1f} tok/s; acceptance {acc}", flush=True)
                 if args.json_out:  # after every set, so that a long evaluation cut short keeps what it measured
-                    write_json(args.json_out, results)
+                    write_manifest(os.path.dirname(args.json_out) or ".", results, os.path.basename(args.json_out))
     print(markdown(results))
-
-
-def write_json(path: str, results: dict) -> None:
-    with open(path + ".tmp", "w") as f:
-        json.dump(results, f, indent=1)
-    os.replace(path + ".tmp", path)
 
 
 def markdown(results) -> str:

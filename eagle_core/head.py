@@ -153,6 +153,29 @@ class HeadCache:
         self.length = min(self.length, length)
 
 
+def attention(q, keys, values, n_heads: int, mask=None, diagonal=()):
+    """Scaled dot-product attention, grouped-query aware. q (B, nh, n, d); keys/values (B, nkv, m, d);
+    mask (n, m) bool or None. `diagonal`: extra (k, v) pairs of shape (B, nkv, n, d) that query row i
+    sees at row i only (the training-time test's earlier steps at the same position)."""
+    rep = n_heads // keys.shape[1]
+    if rep > 1:
+        keys, values = keys.repeat_interleave(rep, 1), values.repeat_interleave(rep, 1)
+    if not diagonal:
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = (q @ keys.transpose(-1, -2)) * scale  # (B, nh, n, m)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    diag = [(k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)) for k, v in diagonal]
+    extra = torch.stack([(q * k).sum(-1) * scale for k, _ in diag], dim=-1)  # (B, nh, n, s)
+    w = torch.softmax(torch.cat([scores, extra], dim=-1).float(), dim=-1).to(q.dtype)
+    m = scores.shape[-1]
+    out = w[..., :m] @ values
+    for j, (_, v) in enumerate(diag):
+        out = out + w[..., m + j, None] * v
+    return out
+
+
 class DecoderLayer(nn.Module):
     """One Llama decoder layer without the pre-attention norm (EAGLE-1/2 drop it)."""
 
@@ -171,26 +194,30 @@ class DecoderLayer(nn.Module):
         self.mlp.down_proj = nn.Linear(cfg.intermediate_size, H, bias=False)
         self.post_attention_layernorm = RMSNorm(H, cfg.rms_norm_eps)
 
-    def forward(self, h, cos, sin, mask, cache: HeadCache | None):
-        # h: (B, n, H); mask: (n, kv_len) bool, True = may attend (kv_len counts cached + new).
-        # The cache path is single-sequence (B = 1); training runs B padded sequences, no cache.
+    def qkv(self, h, cos, sin):
         B, n, _ = h.shape
         a = self.self_attn
         q = a.q_proj(h).view(B, n, self.n_heads, self.d).transpose(1, 2)  # (B, nh, n, d)
         k = a.k_proj(h).view(B, n, self.n_kv, self.d).transpose(1, 2)  # (B, nkv, n, d)
         v = a.v_proj(h).view(B, n, self.n_kv, self.d).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def finish(self, h, attn_out):
+        """The attention output's projection and residual, then the MLP block."""
+        B, n, _ = h.shape
+        h = h + self.self_attn.o_proj(attn_out.transpose(1, 2).reshape(B, n, self.n_heads * self.d))
+        m, x = self.mlp, self.post_attention_layernorm(h)
+        return h + m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
+
+    def forward(self, h, cos, sin, mask, cache: HeadCache | None):
+        # h: (B, n, H); mask: (n, kv_len) bool, True = may attend (kv_len counts cached + new).
+        # The cache path is single-sequence (B = 1); training runs B padded sequences, no cache.
+        q, k, v = self.qkv(h, cos, sin)
         if cache is not None:
             start = cache.length
             cache.append(k, v)
-            k, v = cache.k[:, :, :start + n], cache.v[:, :, :start + n]
-        if self.n_kv != self.n_heads:
-            k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)
-            v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, nh, n, d)
-        h = h + a.o_proj(out.transpose(1, 2).reshape(B, n, self.n_heads * self.d))
-        m, x = self.mlp, self.post_attention_layernorm(h)
-        return h + m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
+            k, v = cache.k[:, :, :start + k.shape[2]], cache.v[:, :, :start + k.shape[2]]
+        return self.finish(h, attention(q, k, v, self.n_heads, mask))
 
 
 class EagleHead(nn.Module):
@@ -217,13 +244,44 @@ class EagleHead(nn.Module):
         if mask is None:
             past = cache.length if cache is not None else 0
             mask = torch.ones(n, past + n, dtype=torch.bool, device=features.device).tril(past)
-        if self._inv_freq.device != features.device:
-            self._inv_freq = self._inv_freq.to(features.device)
-        freqs = positions.to(features.device, torch.float32)[:, None] * self._inv_freq[None]  # (n, d/2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos().to(features.dtype), emb.sin().to(features.dtype)
+        cos, sin = self.rope(positions, features.dtype, features.device)
         h = self.fc(torch.cat((token_embeds, features), dim=-1))
         return self.layers[0](h, cos, sin, mask, cache)
+
+    def rope(self, positions, dtype, device):
+        """cos, sin (n, d) for position ids (n,), computed in float32."""
+        if self._inv_freq.device != device:
+            self._inv_freq = self._inv_freq.to(device)
+        freqs = positions.to(device, torch.float32)[:, None] * self._inv_freq[None]  # (n, d/2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def unrolled(self, token_embeds_steps, features, positions):
+        """The training-time test for EAGLE-1/2: len(token_embeds_steps) draft steps over whole
+        sequences, as eagle_core/head3.py's Eagle3Head.unrolled does for EAGLE-3.
+
+        features (B, T, H) = the target's f_t at row t; token_embeds_steps[k] (B, T, H) =
+        embed(x_{t+k+1}) at row t. Step 0 is the ordinary teacher-forced pass. At step k row t
+        reads the head's own step k-1 prediction at row t (its guess of f_{t+k}), sits at position
+        t + k and attends to step 0's keys at rows <= t plus its own earlier steps' keys at row t
+        only: what a draft node at depth k + 1 sees at inference (the committed context computed
+        from the target's features, then its ancestors in the tree). Returns every step's
+        predicted features, each (B, T, H); step k row t predicts f_{t+k+1}."""
+        T = features.shape[1]
+        layer = self.layers[0]
+        causal = torch.ones(T, T, dtype=torch.bool, device=features.device).tril()
+        outs, diag, kv0, f = [], [], None, features
+        for k, emb in enumerate(token_embeds_steps):
+            cos, sin = self.rope(positions + k, features.dtype, features.device)
+            h = self.fc(torch.cat((emb, f), dim=-1))
+            q, kk, v = layer.qkv(h, cos, sin)
+            if kv0 is None:
+                kv0 = (kk, v)
+            else:
+                diag.append((kk, v))
+            f = layer.finish(h, attention(q, kv0[0], kv0[1], layer.n_heads, causal, tuple(diag)))
+            outs.append(f)
+        return outs
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ pytorch_model.bin; keys fc.weight, midlayer.*, norm.weight, lm_head.weight, d2t,
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import asdict, dataclass, fields
 
@@ -39,7 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .head import OPTIONAL_KEYS, HeadCache, RMSNorm, _rope_theta, apply_rope, read_state_dict, rope_inv_freq
+from .head import (OPTIONAL_KEYS, HeadCache, RMSNorm, _rope_theta, apply_rope, attention, read_state_dict,
+                   rope_inv_freq)
 
 ARCHITECTURES = ("LlamaForCausalLMEagle3", "LlamaForCausalLM")  # the first is written (SGLang needs it)
 LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # vLLM's name, inside "eagle_config"
@@ -126,29 +126,6 @@ class Eagle3Config:
                   rope_theta=_rope_theta(c), head_dim=getattr(c, "head_dim", None))
         kw.update(overrides)
         return cls(**kw)
-
-
-def attention(q, keys, values, n_heads: int, mask=None, diagonal=()):
-    """Scaled dot-product attention, grouped-query aware. q (B, nh, n, d); keys/values (B, nkv, m, d);
-    mask (n, m) bool or None. `diagonal`: extra (k, v) pairs of shape (B, nkv, n, d) that query row i
-    sees at row i only (the training-time test's earlier steps at the same position)."""
-    rep = n_heads // keys.shape[1]
-    if rep > 1:
-        keys, values = keys.repeat_interleave(rep, 1), values.repeat_interleave(rep, 1)
-    if not diagonal:
-        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = (q @ keys.transpose(-1, -2)) * scale  # (B, nh, n, m)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    diag = [(k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)) for k, v in diagonal]
-    extra = torch.stack([(q * k).sum(-1) * scale for k, _ in diag], dim=-1)  # (B, nh, n, s)
-    w = torch.softmax(torch.cat([scores, extra], dim=-1).float(), dim=-1).to(q.dtype)
-    m = scores.shape[-1]
-    out = w[..., :m] @ values
-    for j, (_, v) in enumerate(diag):
-        out = out + w[..., m + j, None] * v
-    return out
 
 
 class Eagle3Layer(nn.Module):

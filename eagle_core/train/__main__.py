@@ -75,7 +75,8 @@ def main(argv=None):
     t.add_argument("--holdout-shards", type=int, default=2, help="the first N shards are held out (accuracy)")
     t.add_argument("--holdout-every", type=int, default=50,
                    help="token-id datasets: 1 prompt in N (by hash of source and line) is held out")
-    t.add_argument("--unroll", type=int, default=1, help="2 = also train on the head's own predicted features")
+    t.add_argument("--unroll", type=int, default=1,
+                   help="K > 1: the training-time test, K draft steps reading the head's own predictions (weights 0.8^k)")
     t.add_argument("--max-shards", type=int, default=None, help="train on at most N shards")
     t.add_argument("--max-records", type=int, default=None, help="train on the first N sequences only")
     t.add_argument("--init", default=None, help="warm start: a ckpt.pt of an earlier run or a head directory")

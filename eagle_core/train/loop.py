@@ -39,6 +39,8 @@ WARMUP_DIVISOR = 50  # linear learning-rate warm-up over the first 1/50 of the s
 LR_FLOOR = 0.1  # the cosine decay ends at 10% of the peak learning rate
 GRAD_CLIP = 0.5  # max gradient norm
 LOG_EVERY = 10  # steps between two log lines
+HOLDOUT_STEPS = 3  # held-out top-1 is also scored at draft depths 2 and 3
+TTT_DECAY = 0.8  # the training-time test's loss weight of step k is TTT_DECAY ** k (EAGLE-3's 0.8)
 
 
 @dataclass
@@ -51,10 +53,13 @@ class StepStats:
     feat_loss: float = 0.0  # SmoothL1 feature loss (summed over batches)
     ce_loss: float = 0.0  # soft cross-entropy (summed over batches)
     batches: int = 0
+    deep: tuple = ()  # training-time test steps 1, 2, ..: (top-1 hits, count) each
 
     def __add__(self, o: "StepStats") -> "StepStats":
+        deep = tuple((a[0] + b[0], a[1] + b[1]) for a, b in zip(self.deep, o.deep)) if self.deep and o.deep \
+            else self.deep or o.deep
         return StepStats(self.top1 + o.top1, self.top5 + o.top5, self.count + o.count,
-                         self.feat_loss + o.feat_loss, self.ce_loss + o.ce_loss, self.batches + o.batches)
+                         self.feat_loss + o.feat_loss, self.ce_loss + o.ce_loss, self.batches + o.batches, deep)
 
 
 def draft_vocabulary(records, n: int, vocab_size: int) -> list[int]:
@@ -119,10 +124,18 @@ def _losses(pred, f_tgt, p_tgt, lm_w, w, wsum):
     return l_feat, l_ce, logq
 
 
+def _ahead(x: torch.Tensor, k: int) -> torch.Tensor:
+    """x (B, n, ...) moved k rows up along dim 1, zero-filled at the end: row t holds row t + k."""
+    if k == 0:
+        return x
+    return torch.cat([x[:, k:], torch.zeros_like(x[:, :k])], dim=1)
+
+
 def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: bool, unroll: int = 1):
-    """Loss of one batch. unroll = 2 adds a second pass in which the head's own predicted
-    feature for position t (made at t - 1) replaces the true f_t as input, as at draft depth 2;
-    it is weighted like the first pass."""
+    """Loss of one batch. unroll = K > 1 is the training-time test (EagleHead.unrolled): K draft
+    steps, step k reading the head's own step k-1 prediction, attending as a draft node at depth
+    k + 1 does, and scored against the target's f_{t+k+1} and p_{t+k+1} (weight TTT_DECAY**k, the
+    EAGLE-3 recipe's). stats.deep holds (top-1 hits, count) of steps 1 .. K-1."""
     ids_next, f_in, f_tgt, w = batch
     if train and noise > 0:
         f_in = f_in + (torch.rand_like(f_in) * 2 - 1) * noise
@@ -131,16 +144,23 @@ def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: b
         p_tgt = torch.softmax(f_tgt @ lm_w.T, -1)  # (B, n, N) the target's next-token distribution
     n = f_in.shape[1]
     pos = torch.arange(n, device=f_in.device)
-    wsum = w.sum().clamp(min=1.0)
-    pred = head(emb, f_in, pos)  # (B, n, H)
-    l_feat, l_ce, logq = _losses(pred, f_tgt, p_tgt, lm_w, w, wsum)
-    loss = l_feat + ce_weight * l_ce
-    for _ in range(unroll - 1):
-        f_in = torch.cat([f_in[:, :1], pred[:, :-1]], dim=1)
-        pred = head(emb, f_in, pos)
-        w2 = torch.cat([torch.zeros_like(w[:, :1]), w[:, 1:]], dim=1)
-        l_f2, l_c2, _ = _losses(pred, f_tgt, p_tgt, lm_w, w2, w2.sum().clamp(min=1.0))
-        loss = loss + l_f2 + ce_weight * l_c2
+    if unroll <= 1:
+        preds = [head(emb, f_in, pos)]  # (B, n, H)
+    else:
+        preds = head.unrolled([_ahead(emb, k) for k in range(unroll)], f_in, pos)
+    loss, deep = 0.0, []
+    for k, pred in enumerate(preds):
+        wk = _ahead(w, k)
+        pk = _ahead(p_tgt, k)
+        l_feat_k, l_ce_k, logq_k = _losses(pred, _ahead(f_tgt, k), pk, lm_w, wk, wk.sum().clamp(min=1.0))
+        loss = loss + TTT_DECAY ** k * (l_feat_k + ce_weight * l_ce_k)
+        if k == 0:
+            l_feat, l_ce, logq = l_feat_k, l_ce_k, logq_k
+        else:
+            with torch.no_grad():
+                resp = wk == 1.0
+                hit = (logq_k.argmax(-1) == pk.argmax(-1)) & resp
+                deep.append((hit.sum().item(), resp.sum().item()))
     with torch.no_grad():
         resp = w == 1.0
         top = logq.topk(5, -1).indices
@@ -148,19 +168,23 @@ def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: b
         top1 = ((top[..., :1] == tgt).squeeze(-1) & resp).sum().item()
         top5 = ((top == tgt).any(-1) & resp).sum().item()
         count = resp.sum().item()
-    return loss, StepStats(top1, top5, count, l_feat.item(), l_ce.item(), 1)
+    return loss, StepStats(top1, top5, count, l_feat.item(), l_ce.item(), 1, tuple(deep))
 
 
 def holdout_accuracy(head, embed, lm_w, records, args, device, target=None) -> dict:
-    """Held-out top-1 / top-5 and feature loss over `records` (teacher-forced, no noise)."""
+    """Held-out top-1 / top-5 and feature loss over `records` (the target's features, no noise), and
+    top-1 at training-time-test steps 1 .. HOLDOUT_STEPS - 1 (the head reading its own predictions,
+    as at draft depths 2, 3, ..), whatever --unroll the run trains with."""
     head.eval()
     st = StepStats()
     with torch.no_grad():
         for idx in make_batches(records, args.tokens_per_batch, args.max_seq, 0):
-            st += step_loss(head, embed, lm_w, collate(records, idx, args.max_seq, device, target), 0, 0, False)[1]
+            batch = collate(records, idx, args.max_seq, device, target)
+            st += step_loss(head, embed, lm_w, batch, 0, 0, False, HOLDOUT_STEPS)[1]
     head.train()
     return {"top1": st.top1 / max(st.count, 1), "top5": st.top5 / max(st.count, 1),
-            "feat_loss": st.feat_loss / max(st.batches, 1)}
+            "feat_loss": st.feat_loss / max(st.batches, 1),
+            **{f"top1_step{k + 1}": hit / max(cnt, 1) for k, (hit, cnt) in enumerate(st.deep)}}
 
 
 def drop_excluded(hold: list[dict], path: str | None) -> tuple[list[dict], int]:

@@ -65,11 +65,22 @@ def lean_calls(monkeypatch):
     return calls
 
 
-def same(a, b):
-    if BITWISE:
+def row_exact(target) -> bool:
+    """Do all of `target`'s products run on smallgemm? Its result for an output column depends on
+    that column's weights and the input row only, so the lean forward's fused products (q/k/v in
+    one, gate/up in one) give the same bits as transformers' separate ones. Where calibration
+    picks oneDNN for some shapes (seen on a Zen 5 EPYC with 1 thread: 576x576 and the fused
+    960x576, while 192x576 stays on smallgemm), a fused product may sum in another order."""
+    return all(v == "smallgemm" for v in target.kernels.choice.values())
+
+
+def same(a, b, target=None, tol=1e-5):
+    """Equal bits where the kernels promise them (smallgemm installed and, for a `target`, all of
+    its products on it), else equal within `tol`."""
+    if BITWISE and (target is None or row_exact(target)):
         assert torch.equal(a, b), (a - b).abs().max()
     else:
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
 
 
 @torch.inference_mode()
@@ -105,11 +116,11 @@ def test_lean_forward_equals_transformers(name, lean_calls):
         ref, ref_cache = scenario(target)
     assert len(lean_calls) == 7
     for a, b in zip(ours, ref):
-        same(a, b)
+        same(a, b, target)
     for a, b in zip(cache.layers, ref_cache.layers):  # the same cache entries, in the same GrowingLayers
         assert type(a) is type(b)
-        same(a.keys, b.keys)
-        same(a.values, b.values)
+        same(a.keys, b.keys, target)
+        same(a.values, b.values, target)
 
 
 @pytest.mark.parametrize("impl", ["sdpa", "eager"])
@@ -122,7 +133,7 @@ def test_other_attention_implementations(impl, lean_calls):
         ref, _ = scenario(target)
     assert len(lean_calls) == 7
     for a, b in zip(ours, ref):
-        same(a, b)
+        same(a, b, target)
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
@@ -148,7 +159,7 @@ def test_forward_layers_equals_transformers_hooks(kind, lean_calls):
     with transformers_path(target):
         ref = run()
     for a, b in zip(ours, ref):
-        same(a, b)
+        same(a, b, target)
 
 
 @needs_smallgemm
@@ -244,7 +255,7 @@ def test_per_call_fallbacks(lean_calls):
     with torch.inference_mode():
         ref = target.forward(ids, target.new_cache())
         h = target.body.layers[1].register_forward_pre_hook(lambda m, a: seen.append(a[0]))
-        same(target.forward(ids, target.new_cache()), ref)
+        same(target.forward(ids, target.new_cache()), ref, target)
         h.remove()
         assert len(seen) == 1 and len(lean_calls) == 1
         target.model.train()
@@ -257,7 +268,7 @@ def test_per_call_fallbacks(lean_calls):
             for parent, attr, orig, _ in probe.swaps:
                 setattr(parent, attr, orig)
         assert len(lean_calls) == 1
-        same(target.forward(ids, target.new_cache()), ref)
+        same(target.forward(ids, target.new_cache()), ref, target)
         assert len(lean_calls) == 2
 
 
@@ -273,7 +284,7 @@ def test_weights_edited_in_place_are_repacked(lean_calls):
         with transformers_path(target):
             ref = target.forward(ids, target.new_cache())
     assert lean_calls
-    same(ours, ref)
+    same(ours, ref, target)
 
 
 # ---- the default model ---------------------------------------------------------------------------
@@ -298,7 +309,7 @@ def test_default_model_takes_the_lean_path_and_matches(default_target, lean_call
     with transformers_path(t):
         ref = run()
     for a, b in zip(ours, ref):
-        same(a, b)
+        same(a, b, t, tol=1e-4)
 
 
 def test_default_model_eagle_greedy_equals_vanilla(default_target, lean_calls):

@@ -11,6 +11,8 @@ Per sequence (ids x_0..x_{T-1}, features f_0..f_{T-2} captured during generation
 The loss covers response tokens; prompt tokens (the target's features on user text) count
 with weight `prompt_weight`, since on a CPU budget every real feature transition helps.
 The soft cross-entropy runs over the reduced draft vocabulary the head will draft from.
+`--unroll K` adds the training-time test: K - 1 more draft steps in which the head reads its own
+predicted features, attending as a draft node deeper in the tree does (`step_loss`).
 
 A checkpoint (head, optimiser, schedule, position in the epoch, RNG) is written atomically
 every few minutes; rerunning the same command resumes exactly where it stopped.

@@ -176,7 +176,72 @@ def attention(q, keys, values, n_heads: int, mask=None, diagonal=()):
     return out
 
 
-class DecoderLayer(nn.Module):
+class AttentionBlock(nn.Module):
+    """What the EAGLE-1/2 decoder layer and EAGLE-3's `midlayer` share once q, k, v are made:
+    attending (through the head cache when drafting) and the o_proj residual + MLP block. A
+    subclass defines the projections and `qkv`."""
+
+    def attend(self, q, k, v, mask, cache: HeadCache | None):
+        """mask: (n, kv_len) bool, True = may attend (kv_len counts cached + new). The cache path is
+        single-sequence (B = 1); training runs B padded sequences, no cache."""
+        if cache is not None:
+            start = cache.length
+            cache.append(k, v)
+            k, v = cache.k[:, :, :start + k.shape[2]], cache.v[:, :, :start + k.shape[2]]
+        return attention(q, k, v, self.n_heads, mask)
+
+    def finish(self, h, attn_out):
+        """The attention output's projection and residual (from h: the layer's input feature),
+        then the MLP block."""
+        B, n, _ = h.shape
+        h = h + self.self_attn.o_proj(attn_out.transpose(1, 2).reshape(B, n, self.n_heads * self.d))
+        m, x = self.mlp, self.post_attention_layernorm(h)
+        return h + m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
+
+
+def unroll(layer: AttentionBlock, rope, token_embeds_steps, start, positions, step_input):
+    """The training-time test's loop, for both heads: len(token_embeds_steps) draft steps over
+    whole sequences. start (B, T, H) is step 0's input feature; `step_input(emb, prev, cos, sin)`
+    -> (h, q, k, v) turns a step's token embeddings and previous feature into the layer's residual
+    input and projections. Step 0 attends causally; at step k row t sits at position t + k and
+    attends to step 0's keys at rows <= t plus its own earlier steps' keys at row t only (what a
+    draft node at depth k + 1 sees). Returns every step's output, each (B, T, H)."""
+    T = start.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool, device=start.device).tril()
+    outs, diag, kv0, prev = [], [], None, start
+    for k, emb in enumerate(token_embeds_steps):
+        cos, sin = rope(positions + k, start.dtype, start.device)
+        h, q, kk, v = step_input(emb, prev, cos, sin)
+        if kv0 is None:
+            kv0 = (kk, v)
+        else:
+            diag.append((kk, v))
+        prev = layer.finish(h, attention(q, kv0[0], kv0[1], layer.n_heads, causal, tuple(diag)))
+        outs.append(prev)
+    return outs
+
+
+class HeadBase(nn.Module):
+    """RoPE tables and the default causal mask, shared by EagleHead and head3.Eagle3Head (both
+    keep float32 inverse frequencies in `_inv_freq`, a plain attribute so .to(bfloat16) keeps
+    them exact)."""
+
+    def rope(self, positions, dtype, device):
+        """cos, sin (n, d) for position ids (n,), computed in float32."""
+        if self._inv_freq.device != device:
+            self._inv_freq = self._inv_freq.to(device)
+        freqs = positions.to(device, torch.float32)[:, None] * self._inv_freq[None]  # (n, d/2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    @staticmethod
+    def causal_mask(n: int, cache: HeadCache | None, device):
+        """(n, past + n) bool: n new entries after the cache's, each seeing the past and itself."""
+        past = cache.length if cache is not None else 0
+        return torch.ones(n, past + n, dtype=torch.bool, device=device).tril(past)
+
+
+class DecoderLayer(AttentionBlock):
     """One Llama decoder layer without the pre-attention norm (EAGLE-1/2 drop it)."""
 
     def __init__(self, cfg: HeadConfig):
@@ -202,25 +267,12 @@ class DecoderLayer(nn.Module):
         v = a.v_proj(h).view(B, n, self.n_kv, self.d).transpose(1, 2)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
-    def finish(self, h, attn_out):
-        """The attention output's projection and residual, then the MLP block."""
-        B, n, _ = h.shape
-        h = h + self.self_attn.o_proj(attn_out.transpose(1, 2).reshape(B, n, self.n_heads * self.d))
-        m, x = self.mlp, self.post_attention_layernorm(h)
-        return h + m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
-
     def forward(self, h, cos, sin, mask, cache: HeadCache | None):
-        # h: (B, n, H); mask: (n, kv_len) bool, True = may attend (kv_len counts cached + new).
-        # The cache path is single-sequence (B = 1); training runs B padded sequences, no cache.
-        q, k, v = self.qkv(h, cos, sin)
-        if cache is not None:
-            start = cache.length
-            cache.append(k, v)
-            k, v = cache.k[:, :, :start + k.shape[2]], cache.v[:, :, :start + k.shape[2]]
-        return self.finish(h, attention(q, k, v, self.n_heads, mask))
+        # h: (B, n, H); see AttentionBlock.attend for the mask and the cache
+        return self.finish(h, self.attend(*self.qkv(h, cos, sin), mask, cache))
 
 
-class EagleHead(nn.Module):
+class EagleHead(HeadBase):
     def __init__(self, cfg: HeadConfig):
         super().__init__()
         self.config = cfg
@@ -240,21 +292,11 @@ class EagleHead(nn.Module):
         features f_t; positions: (n,) position ids t; mask: (n, kv_len) bool or None for causal
         attention over cache + new entries. Returns (B, n, H) predicted f_{t+1}.
         """
-        n = features.shape[1]
         if mask is None:
-            past = cache.length if cache is not None else 0
-            mask = torch.ones(n, past + n, dtype=torch.bool, device=features.device).tril(past)
+            mask = self.causal_mask(features.shape[1], cache, features.device)
         cos, sin = self.rope(positions, features.dtype, features.device)
         h = self.fc(torch.cat((token_embeds, features), dim=-1))
         return self.layers[0](h, cos, sin, mask, cache)
-
-    def rope(self, positions, dtype, device):
-        """cos, sin (n, d) for position ids (n,), computed in float32."""
-        if self._inv_freq.device != device:
-            self._inv_freq = self._inv_freq.to(device)
-        freqs = positions.to(device, torch.float32)[:, None] * self._inv_freq[None]  # (n, d/2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
 
     def unrolled(self, token_embeds_steps, features, positions):
         """The training-time test for EAGLE-1/2: len(token_embeds_steps) draft steps over whole
@@ -267,21 +309,13 @@ class EagleHead(nn.Module):
         only: what a draft node at depth k + 1 sees at inference (the committed context computed
         from the target's features, then its ancestors in the tree). Returns every step's
         predicted features, each (B, T, H); step k row t predicts f_{t+k+1}."""
-        T = features.shape[1]
         layer = self.layers[0]
-        causal = torch.ones(T, T, dtype=torch.bool, device=features.device).tril()
-        outs, diag, kv0, f = [], [], None, features
-        for k, emb in enumerate(token_embeds_steps):
-            cos, sin = self.rope(positions + k, features.dtype, features.device)
+
+        def step_input(emb, f, cos, sin):
             h = self.fc(torch.cat((emb, f), dim=-1))
-            q, kk, v = layer.qkv(h, cos, sin)
-            if kv0 is None:
-                kv0 = (kk, v)
-            else:
-                diag.append((kk, v))
-            f = layer.finish(h, attention(q, kv0[0], kv0[1], layer.n_heads, causal, tuple(diag)))
-            outs.append(f)
-        return outs
+            return (h, *layer.qkv(h, cos, sin))
+
+        return unroll(layer, self.rope, token_embeds_steps, features, positions, step_input)
 
 
 # ---------------------------------------------------------------------------------------------

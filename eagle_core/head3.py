@@ -35,11 +35,10 @@ import os
 from dataclasses import asdict, dataclass, fields
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .head import (OPTIONAL_KEYS, HeadCache, RMSNorm, _rope_theta, apply_rope, attention, read_state_dict,
-                   rope_inv_freq)
+from .head import (OPTIONAL_KEYS, AttentionBlock, HeadBase, HeadCache, RMSNorm, _rope_theta, apply_rope,
+                   read_state_dict, rope_inv_freq, unroll)
 
 ARCHITECTURES = ("LlamaForCausalLMEagle3", "LlamaForCausalLM")  # the first is written (SGLang needs it)
 LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # vLLM's name, inside "eagle_config"
@@ -128,7 +127,7 @@ class Eagle3Config:
         return cls(**kw)
 
 
-class Eagle3Layer(nn.Module):
+class Eagle3Layer(AttentionBlock):
     """The `midlayer`: a Llama decoder layer whose q/k/v read cat(norm(embed), norm(h)) (2H)."""
 
     def __init__(self, cfg: Eagle3Config):
@@ -157,23 +156,12 @@ class Eagle3Layer(nn.Module):
         v = a.v_proj(x).view(B, n, self.n_kv, self.d).transpose(1, 2)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
-    def finish(self, h, attn_out):
-        """Residual from h (the fc output / previous feature), then the MLP block."""
-        B, n, _ = h.shape
-        h = h + self.self_attn.o_proj(attn_out.transpose(1, 2).reshape(B, n, self.n_heads * self.d))
-        m, x = self.mlp, self.post_attention_layernorm(h)
-        return h + m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
-
     def forward(self, emb, h, cos, sin, mask, cache: HeadCache | None):
-        q, k, v = self.qkv(emb, h, cos, sin)
-        if cache is not None:  # single sequence (B = 1), as in head.DecoderLayer
-            start = cache.length
-            cache.append(k, v)
-            k, v = cache.k[:, :, :start + k.shape[2]], cache.v[:, :, :start + k.shape[2]]
-        return self.finish(h, attention(q, k, v, self.n_heads, mask))
+        # the residual is h itself (the fc output / previous feature); see AttentionBlock
+        return self.finish(h, self.attend(*self.qkv(emb, h, cos, sin), mask, cache))
 
 
-class Eagle3Head(nn.Module):
+class Eagle3Head(HeadBase):
     def __init__(self, cfg: Eagle3Config):
         super().__init__()
         self.config = cfg
@@ -211,22 +199,13 @@ class Eagle3Head(nn.Module):
         """(..., 3H) the target's captured layer inputs -> (..., H)."""
         return self.fc(target_feats)
 
-    def rope(self, positions, dtype, device):
-        if self._inv_freq.device != device:
-            self._inv_freq = self._inv_freq.to(device)
-        freqs = positions.to(device, torch.float32)[:, None] * self._inv_freq[None]  # (n, d/2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
-
     def forward(self, token_embeds, hidden, positions, mask=None, cache: HeadCache | None = None):
         """One draft step. token_embeds (B, n, H) embeddings of x_{t+1}; hidden (B, n, H) the fused
         target feature (after `fuse`) or the head's own previous output; positions (n,); mask
         (n, kv_len) bool or None for causal. Returns (B, n, H): the next step's input feature
         (pre-norm); `logits` turns it into draft logits."""
-        n = hidden.shape[1]
         if mask is None:
-            past = cache.length if cache is not None else 0
-            mask = torch.ones(n, past + n, dtype=torch.bool, device=hidden.device).tril(past)
+            mask = self.causal_mask(hidden.shape[1], cache, hidden.device)
         cos, sin = self.rope(positions, hidden.dtype, hidden.device)
         return self.midlayer(token_embeds, hidden, cos, sin, mask, cache)
 
@@ -243,19 +222,9 @@ class Eagle3Head(nn.Module):
         its own earlier steps' keys at row t only: exactly what a draft node at depth k + 1 sees
         at inference (the committed context, then its ancestors). Returns the pre-norm outputs
         of every step, each (B, T, H)."""
-        T = fused.shape[1]
-        causal = torch.ones(T, T, dtype=torch.bool, device=fused.device).tril()
-        outs, diag, kv0, h = [], [], None, fused
-        for k, emb in enumerate(token_embeds_steps):
-            cos, sin = self.rope(positions + k, fused.dtype, fused.device)
-            q, kk, v = self.midlayer.qkv(emb, h, cos, sin)
-            if kv0 is None:
-                kv0 = (kk, v)
-            else:
-                diag.append((kk, v))
-            h = self.midlayer.finish(h, attention(q, kv0[0], kv0[1], self.midlayer.n_heads, causal, tuple(diag)))
-            outs.append(h)
-        return outs
+        layer = self.midlayer
+        return unroll(layer, self.rope, token_embeds_steps, fused, positions,
+                      lambda emb, h, cos, sin: (h, *layer.qkv(emb, h, cos, sin)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -64,6 +64,31 @@ def tiny_target(kind: str = "llama", vocab: int = 24, seed: int = 0, ctx: int = 
     return from_model(model, tok, name=f"tiny-{kind}", eos_ids=(eos,) if eos is not None else (-1,))
 
 
+def draft_node_mask(kv_len: int, committed: int, ancestors) -> torch.Tensor:
+    """(1, kv_len) bool: what the drafter lets one new head-cache entry (the last) see: the
+    committed context, its ancestors' slots and itself."""
+    mask = torch.zeros(1, kv_len, dtype=torch.bool)
+    mask[0, :committed] = True
+    mask[0, list(ancestors)] = True
+    mask[0, -1] = True
+    return mask
+
+
+def draft_chain(head, embeds, feats, t: int):
+    """A head (EAGLE-1/2 or EAGLE-3: same call) run as the drafter runs it below row t: rows 0..t
+    committed through its cache, then one node per depth k + 1 (embeds[k] at row t, position t + k,
+    reading the previous node's output). -> ([output at depth 1, 2, ...], each (1, 1, H), cache)."""
+    cache = head.new_cache(64)
+    f = head(embeds[0][:, :t + 1], feats[:, :t + 1], torch.arange(t + 1), cache=cache)[:, -1:]
+    outs, committed, ancestors = [f], t + 1, []
+    for k in range(1, len(embeds)):
+        mask = draft_node_mask(cache.length + 1, committed, ancestors)
+        ancestors.append(cache.length)
+        f = head(embeds[k][:, t:t + 1], f, torch.tensor([t + k]), mask=mask, cache=cache)
+        outs.append(f)
+    return outs, cache
+
+
 def tiny_head(target, seed: int = 0, bias: bool = True) -> EagleHead:
     torch.manual_seed(seed)
     cfg = HeadConfig.for_target(target.config, bias=bias, qkv_bias=getattr(target.config, "model_type", "") == "qwen2")

@@ -3,6 +3,7 @@ import torch
 
 from eagle_core.head3 import Eagle3Config, Eagle3Head
 from eagle_core.train.loop3 import draft_vocabulary3, target_batch, ttt_loss
+from conftest import draft_chain
 from test_head3 import tiny_target8
 
 
@@ -16,18 +17,10 @@ def test_unrolled_steps_see_what_a_draft_chain_sees():
     T, t, steps = 9, 5, 3
     fused, embeds = torch.randn(1, T, 64), [torch.randn(1, T, 64) for _ in range(steps)]
     outs = head.unrolled(embeds, fused, torch.arange(T))
-    cache = head.new_cache(64)
-    h = head(embeds[0][:, :t + 1], fused[:, :t + 1], torch.arange(t + 1), cache=cache)[:, -1:]  # committed 0..t
-    torch.testing.assert_close(h, outs[0][:, t:t + 1])
-    committed, slots = t + 1, []
+    chain, _ = draft_chain(head, embeds, fused, t)
+    torch.testing.assert_close(chain[0], outs[0][:, t:t + 1])
     for k in range(1, steps):
-        mask = torch.zeros(1, cache.length + 1, dtype=torch.bool)
-        mask[0, :committed] = True
-        mask[0, slots] = True
-        mask[0, -1] = True
-        slots.append(cache.length)
-        h = head(embeds[k][:, t:t + 1], h, torch.tensor([t + k]), mask=mask, cache=cache)
-        torch.testing.assert_close(h, outs[k][:, t:t + 1], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(chain[k], outs[k][:, t:t + 1], atol=1e-5, rtol=1e-5)
 
 
 def test_ttt_loss_decreases():

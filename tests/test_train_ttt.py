@@ -2,7 +2,7 @@
 ordinary teacher-forced loss, and training on it raises the head's accuracy at depth 2."""
 import torch
 
-from conftest import tiny_target
+from conftest import draft_chain, draft_node_mask, tiny_target
 from eagle_core.head import EagleHead, HeadConfig
 from eagle_core.train.loop import collate, step_loss
 
@@ -26,22 +26,12 @@ def test_unrolled_steps_see_what_a_draft_chain_sees():
     outs = head.unrolled(embeds, feats, torch.arange(T))
     assert len(outs) == steps and all(o.shape == (1, T, H) for o in outs)
     torch.testing.assert_close(outs[0], head(embeds[0], feats, torch.arange(T)))  # step 0: teacher forcing
-    cache = head.new_cache(64)
-    f = head(embeds[0][:, :t + 1], feats[:, :t + 1], torch.arange(t + 1), cache=cache)[:, -1:]  # committed 0..t
-    torch.testing.assert_close(f, outs[0][:, t:t + 1])
-    committed, ancestors = t + 1, []
+    chain, cache = draft_chain(head, embeds, feats, t)
+    torch.testing.assert_close(chain[0], outs[0][:, t:t + 1])
     for k in range(1, steps):
-        mask = torch.zeros(1, cache.length + 1, dtype=torch.bool)
-        mask[0, :committed] = True
-        mask[0, ancestors] = True
-        mask[0, -1] = True
-        ancestors.append(cache.length)
-        f = head(embeds[k][:, t:t + 1], f, torch.tensor([t + k]), mask=mask, cache=cache)
-        torch.testing.assert_close(f, outs[k][:, t:t + 1], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(chain[k], outs[k][:, t:t + 1], atol=1e-5, rtol=1e-5)
     # and a sibling branch (another token at depth 2) does not see the first branch
-    mask = torch.zeros(1, cache.length + 1, dtype=torch.bool)
-    mask[0, :committed] = True
-    mask[0, -1] = True
+    mask = draft_node_mask(cache.length + 1, t + 1, [])
     sib = head(embeds[1][:, t:t + 1], outs[0][:, t:t + 1], torch.tensor([t + 1]), mask=mask, cache=cache)
     torch.testing.assert_close(sib, outs[1][:, t:t + 1], atol=1e-5, rtol=1e-5)
 

@@ -29,7 +29,7 @@ def _dataset(path, target, n=11, seed=0):
 
 def _args(data, out, **kw):
     a = dict(data=[data], out=out, model=None, layers=None, max_seq=32, shard_seqs=4, tokens_per_batch=96,
-             seed=0, minutes=0, start_shard=0, threads=1)
+             seed=0, minutes=0, start_shard=0, parts=None, threads=1)
     a.update(kw)
     return argparse.Namespace(**a)
 
@@ -66,6 +66,30 @@ def test_cache_holds_each_sequences_own_features_and_resumes(tmp_path, monkeypat
         final, captured = teacher_forced(target, id_batch(one, [0], 32), layers)
         torch.testing.assert_close(r["feats"].float(), final[0], atol=2e-3, rtol=2e-3)
         torch.testing.assert_close(r["layers"].float(), captured[0], atol=2e-3, rtol=2e-3)
+
+
+def test_parts_caches_only_those_parts(tmp_path):
+    target = tiny_target8()
+    data = str(tmp_path / "ids")
+    g = torch.Generator().manual_seed(1)
+    os.makedirs(data)
+    entries, by_part = [], []
+    for k in range(3):  # three parts of 3 sequences, lines numbered per part
+        seqs = [torch.randint(3, 24, (8 + k,), generator=g).tolist() for _ in range(3)]
+        by_part.append(seqs)
+        entries.append(write_part(os.path.join(data, f"part_{k:05d}.npz"), seqs, [3] * 3,
+                                  ["oasst_prompts_en.jsonl"] * 3, [10 * k + i for i in range(3)], 24))
+    write_manifest(data, {"format": FORMAT, "tokenizer": tokenizer_fingerprint(target), "files": entries})
+    out = str(tmp_path / "feats")
+    m = featcache.run_features(_args(data, out, parts="1-2"), target)
+    assert m["sequences"] == 6 and m["settings"]["parts"] == [1, 2]
+    recs, _ = featcache.load_feature_cache(out, target)
+    assert sorted(r["ids"].tolist() for r in recs) == sorted(by_part[1] + by_part[2])
+    with pytest.raises(SystemExit, match="made with"):  # resuming with other parts is refused
+        featcache.run_features(_args(data, out, parts="0-2"), target)
+    for bad in ("2-1", "x", "1-3"):
+        with pytest.raises(ValueError, match="parts"):
+            featcache.run_features(_args(data, str(tmp_path / f"bad{bad}"), parts=bad), target)
 
 
 def test_rerun_with_other_settings_is_refused(tmp_path):

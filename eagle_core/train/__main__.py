@@ -124,6 +124,8 @@ def main(argv=None):
     fc.add_argument("--seed", type=int, default=0, help="the order in which sequences are cached")
     fc.add_argument("--minutes", type=float, default=0, help="stop after the shard in progress once this long")
     fc.add_argument("--start-shard", type=int, default=0, help="begin at this shard of the order (a later slice)")
+    fc.add_argument("--parts", default=None,
+                    help="FIRST-LAST: only the parts at these positions of each dataset's manifest (e.g. 17-22)")
     fc.add_argument("--threads", type=int, default=2)
 
     e = sub.add_parser("export", help="write the trained head in the EAGLE layout (+ draft vocabulary)")

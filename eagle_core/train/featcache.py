@@ -26,6 +26,8 @@ the manifest; a rerun of the same command resumes after the last shard. The cach
 a machine may not keep it (a session here loses `data/`): `--start-shard S` begins at shard S,
 so a later session can cache the next slice of the same order and continue training the
 committed head on data it has not seen (docs/training.md lists which shards each head saw).
+`--parts 17-22` caches only the parts at those positions of each dataset's manifest: the parts a
+head has not been trained on yet, without recomputing the ones it has.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ import time
 import torch
 
 from .features import id_batch, length_batches, teacher_forced
-from .ids import check_fits, load_id_dataset, tokenizer_fingerprint, write_manifest
+from .ids import check_fits, load_id_dataset, parse_parts, tokenizer_fingerprint, write_manifest
 
 MANIFEST = "features.json"
 FORMAT = "eagle-feature-cache/1"
@@ -179,10 +181,13 @@ def run_features(args, target=None) -> dict:
     target = target or load_target(args.model)
     layers = tuple(args.layers) if args.layers else default_layers(target)
     settings = {"max_seq": args.max_seq, "seed": args.seed, "shard_seqs": args.shard_seqs, "layers": list(layers)}
+    parts = parse_parts(args.parts) if args.parts else None
+    if parts is not None:
+        settings["parts"] = list(parts)  # a cache of some parts only; resuming needs the same ones
     datasets = [os.path.normpath(p) for p in args.data]
     records = []
     for p in datasets:
-        records.extend(load_id_dataset(p, target))  # refuses data made with another tokenizer
+        records.extend(load_id_dataset(p, target, parts))  # refuses data made with another tokenizer
     m = open_manifest(args.out, target, settings, datasets, "rerun with those or use another --out",
                       sequences_total=len(records))
     order = sequence_order(records, args.seed)

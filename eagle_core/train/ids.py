@@ -131,14 +131,32 @@ def check_fits(manifest: dict, target, path: str) -> None:
             raise ValueError(f"{path}: made with a different tokenizer ({k} {want[k]!r}, the target's {have[k]!r})")
 
 
-def load_id_dataset(path: str, target=None) -> list[dict]:
-    """Every sequence of a token-id dataset (parts in manifest order); checked against `target`."""
+def parse_parts(spec: str) -> tuple[int, int]:
+    """"17-22" -> (17, 22), "5" -> (5, 5): an inclusive range of part positions in a manifest."""
+    try:
+        a, _, b = spec.partition("-")
+        first, last = int(a), int(b or a)
+    except ValueError:
+        raise ValueError(f"--parts {spec!r}: expected FIRST-LAST, e.g. 17-22") from None
+    if first < 0 or last < first:
+        raise ValueError(f"--parts {spec!r}: expected 0 <= FIRST <= LAST")
+    return first, last
+
+
+def load_id_dataset(path: str, target=None, parts: tuple[int, int] | None = None) -> list[dict]:
+    """Every sequence of a token-id dataset (parts in manifest order), or of the parts at manifest
+    positions parts[0]..parts[1] (inclusive); checked against `target`."""
     m = read_manifest(path)
     if target is not None:
         check_fits(m, target, path)
+    files = m["files"]
+    if parts is not None:
+        if parts[1] >= len(files):
+            raise ValueError(f"{path} has parts 0-{len(files) - 1}; asked for {parts[0]}-{parts[1]}")
+        files = files[parts[0]:parts[1] + 1]
     recs = []
     own = m.get("kind") == SELF_DISTILLED
-    for entry in m["files"]:
+    for entry in files:
         recs.extend(part_records(read_part(os.path.join(path, entry["path"]))))
     for r in recs:
         r["own"] = own  # the target's own answer (self-distilled), not a reference answer

@@ -79,7 +79,7 @@ OTHERS = """
 LANGUAGES = """
 ### English and Chinese: the same questions, different acceptance
 The same benchmark asked in English and in Chinese (table and figure, measured here with the seventh
-shipped head; `docs/training.md` has the commands). The EAGLE papers' readers expect the head to
+head, shipped before the current eighth; `docs/training.md` has the commands). The EAGLE papers' readers expect the head to
 accept less in Chinese: SmolLM2 is trained mostly on English, and its byte-level vocabulary splits
 many Chinese characters into two or three tokens, some of them single bytes that only make sense
 together (the tree shows them as ‹E4 BD›). The second head, trained on English-heavy reference

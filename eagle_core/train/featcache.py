@@ -181,13 +181,16 @@ def run_features(args, target=None) -> dict:
     target = target or load_target(args.model)
     layers = tuple(args.layers) if args.layers else default_layers(target)
     settings = {"max_seq": args.max_seq, "seed": args.seed, "shard_seqs": args.shard_seqs, "layers": list(layers)}
-    parts = parse_parts(args.parts) if args.parts else None
-    if parts is not None:
-        settings["parts"] = list(parts)  # a cache of some parts only; resuming needs the same ones
     datasets = [os.path.normpath(p) for p in args.data]
     records = []
-    for p in datasets:
-        records.extend(load_id_dataset(p, target, parts))  # refuses data made with another tokenizer
+    try:  # bad --parts, or data made with another tokenizer: a message, not a traceback
+        parts = parse_parts(args.parts) if args.parts else None
+        for p in datasets:
+            records.extend(load_id_dataset(p, target, parts))
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    if parts is not None:
+        settings["parts"] = list(parts)  # a cache of some parts only; resuming needs the same ones
     m = open_manifest(args.out, target, settings, datasets, "rerun with those or use another --out",
                       sequences_total=len(records))
     order = sequence_order(records, args.seed)

@@ -17,13 +17,16 @@ from eagle_core.train.loop3 import target_batch
 from test_head3 import tiny_target8
 
 
-def _dataset(path, target, n=11, seed=0):
+def _dataset(path, target, n=11, seed=0, parts=1):
+    """A token-id dataset of n random sequences (lines 1..n), split evenly over `parts` part files."""
     g = torch.Generator().manual_seed(seed)
     seqs = [torch.randint(3, 24, (int(L),), generator=g).tolist() for L in torch.randint(6, 40, (n,), generator=g)]
     os.makedirs(path)
-    entry = write_part(os.path.join(path, "p.npz"), seqs, [3] * n, ["oasst_prompts_en.jsonl"] * n,
-                       list(range(1, n + 1)), 24)
-    write_manifest(path, {"format": FORMAT, "tokenizer": tokenizer_fingerprint(target), "files": [entry]})
+    per = n // parts
+    entries = [write_part(os.path.join(path, f"p{k}.npz"), seqs[k * per:(k + 1) * per], [3] * per,
+                          ["oasst_prompts_en.jsonl"] * per, list(range(k * per + 1, (k + 1) * per + 1)), 24)
+               for k in range(parts)]
+    write_manifest(path, {"format": FORMAT, "tokenizer": tokenizer_fingerprint(target), "files": entries})
     return seqs
 
 
@@ -71,20 +74,12 @@ def test_cache_holds_each_sequences_own_features_and_resumes(tmp_path, monkeypat
 def test_parts_caches_only_those_parts(tmp_path):
     target = tiny_target8()
     data = str(tmp_path / "ids")
-    g = torch.Generator().manual_seed(1)
-    os.makedirs(data)
-    entries, by_part = [], []
-    for k in range(3):  # three parts of 3 sequences, lines numbered per part
-        seqs = [torch.randint(3, 24, (8 + k,), generator=g).tolist() for _ in range(3)]
-        by_part.append(seqs)
-        entries.append(write_part(os.path.join(data, f"part_{k:05d}.npz"), seqs, [3] * 3,
-                                  ["oasst_prompts_en.jsonl"] * 3, [10 * k + i for i in range(3)], 24))
-    write_manifest(data, {"format": FORMAT, "tokenizer": tokenizer_fingerprint(target), "files": entries})
+    seqs = _dataset(data, target, n=9, seed=1, parts=3)  # parts of 3 sequences each
     out = str(tmp_path / "feats")
     m = featcache.run_features(_args(data, out, parts="1-2"), target)
     assert m["sequences"] == 6 and m["settings"]["parts"] == [1, 2]
     recs, _ = featcache.load_feature_cache(out, target)
-    assert sorted(r["ids"].tolist() for r in recs) == sorted(by_part[1] + by_part[2])
+    assert sorted(r["ids"].tolist() for r in recs) == sorted(s[:32] for s in seqs[3:])
     with pytest.raises(SystemExit, match="made with"):  # resuming with other parts is refused
         featcache.run_features(_args(data, out, parts="0-2"), target)
     for bad in ("2-1", "x", "1-3"):  # a message naming the parts, not a traceback

@@ -6,10 +6,15 @@ final norm: what the LM head consumes) and the embedding of the token
 that FOLLOWED it, x_{t+1} (the one-token shift), and predicts f_{t+1}:
 
     h = fc(cat(embed(x_{t+1}), f_t))            # (n, 2H) -> (n, H)
-    h = h + attn(h)                             # NO pre-attention RMSNorm
+    h = h + attn(h)                             # NO pre-attention RMSNorm in layer 0
     h = h + mlp(post_attention_layernorm(h))    # SwiGLU
+    (layers 1, 2, ..: ordinary Llama layers, h = h + attn(input_layernorm(h)), then the MLP)
     f_{t+1} ≈ h                                 # no final norm
     draft logits = target.lm_head(h)            # the target's frozen LM head
+
+The published heads have one decoder layer (`num_hidden_layers` 1). The official code, vLLM and
+SGLang all build `num_hidden_layers` of them and give every layer but the first its
+input_layernorm, so a deeper head (keys `layers.1.*`, ..) loads there unchanged.
 
 The token embedding and LM head belong to the target and are passed in, never copied into the
 head's weights. Checkpoints use the published EAGLE layout (config.json + model.safetensors or
@@ -41,6 +46,7 @@ class HeadConfig:
     bias: bool = True  # fc has a bias (EAGLE-LLaMA3 heads say "bias": false)
     qkv_bias: bool = False  # q/k/v projections have biases (Qwen2 targets)
     head_dim: int | None = None
+    num_hidden_layers: int = 1  # decoder layers (the published heads: 1)
 
     @property
     def dim_per_head(self) -> int:
@@ -51,13 +57,14 @@ class HeadConfig:
         if d["head_dim"] is None:
             del d["head_dim"]
         # fields the published configs carry, so other EAGLE tools can read ours
-        d.update(num_hidden_layers=1, hidden_act="silu", architectures=["LlamaForCausalLM"], model_type="llama")
+        d.update(hidden_act="silu", architectures=["LlamaForCausalLM"], model_type="llama")
         return d
 
     @classmethod
     def from_json_dict(cls, d: dict) -> "HeadConfig":
-        if d.get("num_hidden_layers", 1) != 1:
-            raise ValueError(f"an EAGLE-1/2 head has one decoder layer; config says {d['num_hidden_layers']}")
+        n = d.get("num_hidden_layers", 1)
+        if type(n) is not int or n < 1:
+            raise ValueError(f"head config.json: num_hidden_layers must be a positive integer, got {n!r}")
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         kw.setdefault("num_key_value_heads", d.get("num_attention_heads"))
@@ -132,8 +139,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
-class HeadCache:
-    """The head's own KV cache, written by position (committed context + scratch tree nodes)."""
+class LayerCache:
+    """One decoder layer's keys and values, written by position."""
 
     def __init__(self, cfg: HeadConfig, max_len: int, device, dtype):
         shape = (1, cfg.num_key_value_heads, max_len, cfg.dim_per_head)
@@ -151,6 +158,23 @@ class HeadCache:
 
     def crop(self, length: int):
         self.length = min(self.length, length)
+
+
+class HeadCache:
+    """The head's own KV cache (committed context + scratch tree nodes): one LayerCache per decoder
+    layer, all holding the same positions."""
+
+    def __init__(self, cfg: HeadConfig, max_len: int, device, dtype, num_layers: int = 1):
+        self.layers = [LayerCache(cfg, max_len, device, dtype) for _ in range(num_layers)]
+
+    @property
+    def length(self) -> int:
+        """Entries [0, length) are valid (in every layer)."""
+        return self.layers[0].length
+
+    def crop(self, length: int):
+        for c in self.layers:
+            c.crop(length)
 
 
 def attention(q, keys, values, n_heads: int, mask=None, diagonal=()):
@@ -181,7 +205,7 @@ class AttentionBlock(nn.Module):
     attending (through the head cache when drafting) and the o_proj residual + MLP block. A
     subclass defines the projections and `qkv`."""
 
-    def attend(self, q, k, v, mask, cache: HeadCache | None):
+    def attend(self, q, k, v, mask, cache: LayerCache | None):
         """mask: (n, kv_len) bool, True = may attend (kv_len counts cached + new). The cache path is
         single-sequence (B = 1); training runs B padded sequences, no cache."""
         if cache is not None:
@@ -199,24 +223,31 @@ class AttentionBlock(nn.Module):
         return h + m.down_proj(F.silu(m.gate_proj(x)) * m.up_proj(x))
 
 
-def unroll(layer: AttentionBlock, rope, token_embeds_steps, start, positions, step_input):
+def unroll(layers, rope, token_embeds_steps, start, positions, step_input):
     """The training-time test's loop, for both heads: len(token_embeds_steps) draft steps over
     whole sequences. start (B, T, H) is step 0's input feature; `step_input(emb, prev, cos, sin)`
-    -> (h, q, k, v) turns a step's token embeddings and previous feature into the layer's residual
-    input and projections. Step 0 attends causally; at step k row t sits at position t + k and
-    attends to step 0's keys at rows <= t plus its own earlier steps' keys at row t only (what a
+    -> (h, q, k, v) turns a step's token embeddings and previous feature into the first layer's
+    residual input and projections; later layers (EAGLE-1/2 only) make theirs with `qkv(h, cos,
+    sin)`. Step 0 attends causally; at step k row t sits at position t + k and attends, in every
+    layer, to step 0's keys at rows <= t plus its own earlier steps' keys at row t only (what a
     draft node at depth k + 1 sees). Returns every step's output, each (B, T, H)."""
     T = start.shape[1]
     causal = torch.ones(T, T, dtype=torch.bool, device=start.device).tril()
-    outs, diag, kv0, prev = [], [], None, start
+    outs, prev = [], start
+    diag = [[] for _ in layers]  # per layer: the earlier steps' (k, v), seen on the diagonal
+    kv0: list = [None] * len(layers)  # per layer: step 0's (k, v), seen causally
     for k, emb in enumerate(token_embeds_steps):
         cos, sin = rope(positions + k, start.dtype, start.device)
         h, q, kk, v = step_input(emb, prev, cos, sin)
-        if kv0 is None:
-            kv0 = (kk, v)
-        else:
-            diag.append((kk, v))
-        prev = layer.finish(h, attention(q, kv0[0], kv0[1], layer.n_heads, causal, tuple(diag)))
+        for i, layer in enumerate(layers):
+            if i:
+                q, kk, v = layer.qkv(h, cos, sin)
+            if kv0[i] is None:
+                kv0[i] = (kk, v)
+            else:
+                diag[i].append((kk, v))
+            h = layer.finish(h, attention(q, kv0[i][0], kv0[i][1], layer.n_heads, causal, tuple(diag[i])))
+        prev = h
         outs.append(prev)
     return outs
 
@@ -242,9 +273,9 @@ class HeadBase(nn.Module):
 
 
 class DecoderLayer(AttentionBlock):
-    """One Llama decoder layer without the pre-attention norm (EAGLE-1/2 drop it)."""
+    """A Llama decoder layer; the first (index 0) has no pre-attention norm (EAGLE-1/2 drop it)."""
 
-    def __init__(self, cfg: HeadConfig):
+    def __init__(self, cfg: HeadConfig, index: int = 0):
         super().__init__()
         H, d = cfg.hidden_size, cfg.dim_per_head
         self.n_heads, self.n_kv, self.d = cfg.num_attention_heads, cfg.num_key_value_heads, d
@@ -258,16 +289,20 @@ class DecoderLayer(AttentionBlock):
         self.mlp.up_proj = nn.Linear(H, cfg.intermediate_size, bias=False)
         self.mlp.down_proj = nn.Linear(cfg.intermediate_size, H, bias=False)
         self.post_attention_layernorm = RMSNorm(H, cfg.rms_norm_eps)
+        if index > 0:
+            self.input_layernorm = RMSNorm(H, cfg.rms_norm_eps)
 
     def qkv(self, h, cos, sin):
         B, n, _ = h.shape
         a = self.self_attn
+        if hasattr(self, "input_layernorm"):
+            h = self.input_layernorm(h)  # the residual stays the un-normed h (finish)
         q = a.q_proj(h).view(B, n, self.n_heads, self.d).transpose(1, 2)  # (B, nh, n, d)
         k = a.k_proj(h).view(B, n, self.n_kv, self.d).transpose(1, 2)  # (B, nkv, n, d)
         v = a.v_proj(h).view(B, n, self.n_kv, self.d).transpose(1, 2)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
-    def forward(self, h, cos, sin, mask, cache: HeadCache | None):
+    def forward(self, h, cos, sin, mask, cache: LayerCache | None):
         # h: (B, n, H); see AttentionBlock.attend for the mask and the cache
         return self.finish(h, self.attend(*self.qkv(h, cos, sin), mask, cache))
 
@@ -277,13 +312,13 @@ class EagleHead(HeadBase):
         super().__init__()
         self.config = cfg
         self.fc = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=cfg.bias)
-        self.layers = nn.ModuleList([DecoderLayer(cfg)])
+        self.layers = nn.ModuleList([DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers)])
         # float32 RoPE frequencies; a plain attribute (not a buffer) so .to(bfloat16) keeps them exact
         self._inv_freq = rope_inv_freq(cfg)
 
     def new_cache(self, max_len: int) -> HeadCache:
         p = self.fc.weight
-        return HeadCache(self.config, max_len, p.device, p.dtype)
+        return HeadCache(self.config, max_len, p.device, p.dtype, len(self.layers))
 
     def forward(self, token_embeds, features, positions, mask=None, cache: HeadCache | None = None):
         """Predict next features.
@@ -296,7 +331,9 @@ class EagleHead(HeadBase):
             mask = self.causal_mask(features.shape[1], cache, features.device)
         cos, sin = self.rope(positions, features.dtype, features.device)
         h = self.fc(torch.cat((token_embeds, features), dim=-1))
-        return self.layers[0](h, cos, sin, mask, cache)
+        for i, layer in enumerate(self.layers):
+            h = layer(h, cos, sin, mask, cache.layers[i] if cache is not None else None)
+        return h
 
     def unrolled(self, token_embeds_steps, features, positions):
         """The training-time test for EAGLE-1/2: len(token_embeds_steps) draft steps over whole
@@ -309,13 +346,13 @@ class EagleHead(HeadBase):
         only: what a draft node at depth k + 1 sees at inference (the committed context computed
         from the target's features, then its ancestors in the tree). Returns every step's
         predicted features, each (B, T, H); step k row t predicts f_{t+k+1}."""
-        layer = self.layers[0]
+        first = self.layers[0]
 
         def step_input(emb, f, cos, sin):
             h = self.fc(torch.cat((emb, f), dim=-1))
-            return (h, *layer.qkv(h, cos, sin))
+            return (h, *first.qkv(h, cos, sin))
 
-        return unroll(layer, self.rope, token_embeds_steps, features, positions, step_input)
+        return unroll(self.layers, self.rope, token_embeds_steps, features, positions, step_input)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, fields
 import torch
 from torch import nn
 
-from .head import (OPTIONAL_KEYS, AttentionBlock, HeadBase, HeadCache, RMSNorm, _rope_theta, apply_rope,
+from .head import (OPTIONAL_KEYS, AttentionBlock, HeadBase, HeadCache, LayerCache, RMSNorm, _rope_theta, apply_rope,
                    read_state_dict, rope_inv_freq, unroll)
 
 ARCHITECTURES = ("LlamaForCausalLMEagle3", "LlamaForCausalLM")  # the first is written (SGLang needs it)
@@ -156,7 +156,7 @@ class Eagle3Layer(AttentionBlock):
         v = a.v_proj(x).view(B, n, self.n_kv, self.d).transpose(1, 2)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
-    def forward(self, emb, h, cos, sin, mask, cache: HeadCache | None):
+    def forward(self, emb, h, cos, sin, mask, cache: LayerCache | None):
         # the residual is h itself (the fc output / previous feature); see AttentionBlock
         return self.finish(h, self.attend(*self.qkv(emb, h, cos, sin), mask, cache))
 
@@ -207,7 +207,7 @@ class Eagle3Head(HeadBase):
         if mask is None:
             mask = self.causal_mask(hidden.shape[1], cache, hidden.device)
         cos, sin = self.rope(positions, hidden.dtype, hidden.device)
-        return self.midlayer(token_embeds, hidden, cos, sin, mask, cache)
+        return self.midlayer(token_embeds, hidden, cos, sin, mask, cache.layers[0] if cache is not None else None)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) -> (..., draft_vocab_size)."""
@@ -223,7 +223,7 @@ class Eagle3Head(HeadBase):
         at inference (the committed context, then its ancestors). Returns the pre-norm outputs
         of every step, each (B, T, H)."""
         layer = self.midlayer
-        return unroll(layer, self.rope, token_embeds_steps, fused, positions,
+        return unroll([layer], self.rope, token_embeds_steps, fused, positions,
                       lambda emb, h, cos, sin: (h, *layer.qkv(emb, h, cos, sin)))
 
 

@@ -89,10 +89,17 @@ def draft_chain(head, embeds, feats, t: int):
     return outs, cache
 
 
-def tiny_head(target, seed: int = 0, bias: bool = True) -> EagleHead:
+def tiny_head(target, seed: int = 0, bias: bool = True, layers: int = 1) -> EagleHead:
     torch.manual_seed(seed)
-    cfg = HeadConfig.for_target(target.config, bias=bias, qkv_bias=getattr(target.config, "model_type", "") == "qwen2")
-    return EagleHead(cfg).eval()
+    cfg = HeadConfig.for_target(target.config, bias=bias, qkv_bias=getattr(target.config, "model_type", "") == "qwen2",
+                                num_hidden_layers=layers)
+    head = EagleHead(cfg).eval()
+    if layers > 1:  # deeper heads: norms away from 1, so a norm applied in the wrong place shows
+        with torch.no_grad():
+            for name, p in head.named_parameters():
+                if name.endswith("layernorm.weight"):
+                    p.uniform_(0.5, 1.5)
+    return head
 
 
 @pytest.fixture(scope="session")

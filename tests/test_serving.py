@@ -119,3 +119,20 @@ def test_explicit_layers_are_converted_per_engine(tmp_path):
         out = str(tmp_path / engine)
         export_serving(src, out, engine, target_layers=10)
         assert json.load(open(os.path.join(out, "config.json")))["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == ids
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_two_layer_head_exports_both_layers(tmp_path, engine):
+    """Both engines build num_hidden_layers EAGLE-1/2 decoder layers, every one after the first
+    with an input_layernorm: the export carries the count and every layer's weights."""
+    src = str(tmp_path / "src")
+    save_head(tiny_head(tiny_target(), bias=False, layers=2), src)
+    out = str(tmp_path / engine)
+    export_serving(src, out, engine)
+    cfg = json.load(open(os.path.join(out, "config.json")))
+    sd = load_file(os.path.join(out, "model.safetensors"))
+    assert cfg["num_hidden_layers"] == 2
+    expect = {"fc.weight": (H, 2 * H), **({"fc.bias": (H,)} if engine == "sglang" else {}),
+              **{f"layers.{i}.{k}": s for i in (0, 1) for k, s in LAYER.items()},
+              "layers.1.input_layernorm.weight": (H,)}
+    assert {k: tuple(v.shape) for k, v in sd.items()} == expect

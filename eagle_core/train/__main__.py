@@ -80,6 +80,11 @@ def main(argv=None):
     t.add_argument("--max-shards", type=int, default=None, help="train on at most N shards")
     t.add_argument("--max-records", type=int, default=None, help="train on the first N sequences only")
     t.add_argument("--init", default=None, help="warm start: a ckpt.pt of an earlier run or a head directory")
+    t.add_argument("--layers", type=int, default=None,
+                   help="decoder layers of the head (default: the warm start's, else 1); more than the warm start "
+                        "has grows it: the new layers start as the identity")
+    t.add_argument("--init-lr-scale", type=float, default=1.0,
+                   help="learning rate of the warm start's own weights, as a fraction of --lr (new layers get --lr)")
     t.add_argument("--holdout-exclude", default=None,
                    help="JSON {\"keys\": [[source, line], ...]}: held-out prompts not to score (a warm start trained on them)")
     t.add_argument("--ckpt-minutes", type=float, default=3.0)

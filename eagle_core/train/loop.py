@@ -209,6 +209,34 @@ def init_state(path: str) -> dict:
     return torch.load(path, weights_only=False)["head"]
 
 
+def state_layers(sd: dict) -> int:
+    """Decoder layers in an EAGLE-1/2 state dict (keys layers.0.*, layers.1.*, ..)."""
+    return 1 + max(int(k.split(".")[1]) for k in sd if k.startswith("layers."))
+
+
+def warm_start(head: EagleHead, sd: dict) -> set[str]:
+    """Load the warm start `sd` into `head`, which may have more decoder layers than `sd`: those
+    extra layers start as the identity (o_proj and down_proj zero, so each adds nothing to the
+    residual stream) and the grown head computes exactly what the warm start did; training then
+    moves them off zero. Returns the names of the parameters `sd` did not have."""
+    have, want = state_layers(sd), len(head.layers)
+    if have > want:
+        raise ValueError(f"the warm start has {have} decoder layers, the head {want}: a head cannot shrink")
+    own = head.state_dict()
+    new = set(own) - set(sd)
+    unexpected = set(sd) - set(own)
+    missing = {k for k in new if int(k.split(".")[1]) < have} if all(k.startswith("layers.") for k in new) else new
+    if unexpected or missing:
+        raise ValueError(f"warm start does not fit the head: missing keys {sorted(missing)}, "
+                         f"unexpected keys {sorted(unexpected)}")
+    with torch.no_grad():
+        head.load_state_dict({**own, **sd}, strict=True)
+        for i in range(have, want):
+            head.layers[i].self_attn.o_proj.weight.zero_()
+            head.layers[i].mlp.down_proj.weight.zero_()
+    return new
+
+
 def holdout_sets(hold: list[dict]) -> dict[str, list[dict]]:
     """The held-out records as "all", and, when both kinds are present, "self" (the target's own
     answers, from `gen`/`ids-gen`: what drafting at run time looks like) and "fixed" (teacher-forced
@@ -231,10 +259,18 @@ def lr_factor(step: int, total_steps: int) -> float:
     return min(1.0, (step + 1) / warm) * (LR_FLOOR + (1 - LR_FLOOR) * 0.5 * (1 + cos))
 
 
-def optimizer_and_resume(head, lr: float, total_steps: int, ckpt: str):
+def optimizer_and_resume(head, lr: float, total_steps: int, ckpt: str, new: set[str] | None = None,
+                         old_lr_scale: float = 1.0):
     """AdamW with the recipe's betas, the warm-up/cosine schedule over `total_steps`, and the loop
-    state; restored from `ckpt` if it exists. Returns (opt, sched, state, checkpoint or None)."""
-    opt = torch.optim.AdamW(head.parameters(), lr=lr, betas=ADAM_BETAS, weight_decay=0.0)
+    state; restored from `ckpt` if it exists. Returns (opt, sched, state, checkpoint or None).
+    With `new` (names of parameters a warm start lacked), the others learn at lr * old_lr_scale."""
+    named = list(head.named_parameters())
+    if new is None or old_lr_scale == 1.0:
+        groups = [{"params": [p for _, p in named]}]
+    else:
+        groups = [{"params": [p for n, p in named if n in new]},
+                  {"params": [p for n, p in named if n not in new], "lr": lr * old_lr_scale}]
+    opt = torch.optim.AdamW(groups, lr=lr, betas=ADAM_BETAS, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total_steps))
     state = {"epoch": 0, "batch": 0, "step": 0, "elapsed": 0.0}
     if not os.path.exists(ckpt):
@@ -270,14 +306,20 @@ def run_train(args):
     print(json.dumps(info), flush=True)
 
     torch.manual_seed(args.seed)
-    head = EagleHead(HeadConfig.for_target(target.config)).to(device)
-    if args.init and not os.path.exists(os.path.join(args.out, "ckpt.pt")):
-        head.load_state_dict(init_state(args.init))  # warm start
-        print(f"initialised from {args.init}", flush=True)
+    init_sd = init_state(args.init) if args.init else None
+    layers = getattr(args, "layers", None) or (state_layers(init_sd) if init_sd else 1)
+    head = EagleHead(HeadConfig.for_target(target.config, num_hidden_layers=layers)).to(device)
+    ckpt = os.path.join(args.out, "ckpt.pt")
+    new = None
+    if init_sd is not None:
+        new = warm_start(head, init_sd)  # a resumed run overwrites these weights below
+        if not os.path.exists(ckpt):
+            print(f"initialised from {args.init}" + (f"; new: {len(new)} tensors of layers "
+                  f"{state_layers(init_sd)}..{layers - 1}, starting as the identity" if new else ""), flush=True)
     per_epoch = len(make_batches(train_recs, args.tokens_per_batch, args.max_seq, 0))
     total_steps = per_epoch * args.epochs
-    ckpt = os.path.join(args.out, "ckpt.pt")
-    opt, sched, state, c = optimizer_and_resume(head, args.lr, total_steps, ckpt)
+    opt, sched, state, c = optimizer_and_resume(head, args.lr, total_steps, ckpt, new,
+                                                getattr(args, "init_lr_scale", 1.0))
     if c is not None:
         torch.set_rng_state(c["rng"])
         print(f"resumed at epoch {state['epoch']} batch {state['batch']} (step {state['step']})", flush=True)

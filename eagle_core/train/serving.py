@@ -6,8 +6,9 @@ What their loaders do with a checkpoint, read from their model files (facts this
 
 vLLM, EAGLE-1/2 (vllm/model_executor/models/llama_eagle.py, EagleLlamaForCausalLM): config
   "architectures": ["LlamaForCausalLM"] (vLLM's EAGLEConfig renames it EagleLlamaForCausalLM for
-  method "eagle"); keys fc.weight, layers.0.*; `fc` is Linear(2H, H, bias=False) and load_weights
-  skips names the model lacks, so an fc.bias is DROPPED SILENTLY; embed_tokens is skipped (shared
+  method "eagle"); keys fc.weight, layers.0.* (and layers.1.*, .. for a deeper head: it builds
+  num_hidden_layers decoder layers, all but the first with an input_layernorm); `fc` is
+  Linear(2H, H, bias=False) and load_weights skips names the model lacks, so an fc.bias is DROPPED SILENTLY; embed_tokens is skipped (shared
   with the target); the target's LM head is used over the full vocabulary (no reduced draft vocab).
 vLLM, EAGLE-3 (llama_eagle3.py, Eagle3LlamaForCausalLM): "LlamaForCausalLM" or
   "LlamaForCausalLMEagle3"; `draft_vocab_size` (absent = vocab_size); midlayer.* -> layers.0.*;
@@ -16,8 +17,8 @@ vLLM, EAGLE-3 (llama_eagle3.py, Eagle3LlamaForCausalLM): "LlamaForCausalLM" or
   (top level or in "eagle_config") are the layers whose INPUT is captured (default (2, N//2, N-3)).
 SGLang, EAGLE-1/2 (python/sglang/srt/models/llama_eagle.py, LlamaForCausalLMEagle): the
   architecture must be "LlamaForCausalLMEagle" (its model config rewrites a draft's
-  "LlamaForCausalLM" to LlamaForCausalLMEagle3); `fc` is Linear(2H, H) WITH a bias, and missing
-  weights are not an error, so a bias-free head gets an explicit zero fc.bias here; lm_head has
+  "LlamaForCausalLM" to LlamaForCausalLMEagle3); num_hidden_layers layers as in vLLM; `fc` is
+  Linear(2H, H) WITH a bias, and missing weights are not an error, so a bias-free head gets an explicit zero fc.bias here; lm_head has
   `hot_vocab_size` rows when a token map is given (`--speculative-token-map`, a torch file of
   target ids: FR-Spec, our reduced draft vocabulary); tie_word_embeddings true would tie lm_head
   to embed_tokens, so it is written false.
@@ -78,8 +79,8 @@ def _common_cfg(src: dict) -> dict:
     keep = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
             "rms_norm_eps", "max_position_embeddings", "rope_theta", "rope_scaling", "head_dim")
     cfg = {k: src[k] for k in keep if k in src}
-    cfg.update(model_type="llama", hidden_act="silu", num_hidden_layers=1, tie_word_embeddings=False,
-               torch_dtype="float16")
+    cfg.update(model_type="llama", hidden_act="silu", num_hidden_layers=int(src.get("num_hidden_layers", 1)),
+               tie_word_embeddings=False, torch_dtype="float16")
     return cfg
 
 

@@ -8,8 +8,9 @@ vLLM, EAGLE-1/2 (vllm/model_executor/models/llama_eagle.py, EagleLlamaForCausalL
   "architectures": ["LlamaForCausalLM"] (vLLM's EAGLEConfig renames it EagleLlamaForCausalLM for
   method "eagle"); keys fc.weight, layers.0.* (and layers.1.*, .. for a deeper head: it builds
   num_hidden_layers decoder layers, all but the first with an input_layernorm); `fc` is
-  Linear(2H, H, bias=False) and load_weights skips names the model lacks, so an fc.bias is DROPPED SILENTLY; embed_tokens is skipped (shared
-  with the target); the target's LM head is used over the full vocabulary (no reduced draft vocab).
+  Linear(2H, H, bias=False) and load_weights skips names the model lacks, so an fc.bias is
+  DROPPED SILENTLY; embed_tokens is skipped (shared with the target); the target's LM head is
+  used over the full vocabulary (no reduced draft vocab).
 vLLM, EAGLE-3 (llama_eagle3.py, Eagle3LlamaForCausalLM): "LlamaForCausalLM" or
   "LlamaForCausalLMEagle3"; `draft_vocab_size` (absent = vocab_size); midlayer.* -> layers.0.*;
   d2t -> draft_id_to_target_id; t2d dropped; embed_tokens optional; fc has no bias (an fc.bias is
@@ -18,10 +19,10 @@ vLLM, EAGLE-3 (llama_eagle3.py, Eagle3LlamaForCausalLM): "LlamaForCausalLM" or
 SGLang, EAGLE-1/2 (python/sglang/srt/models/llama_eagle.py, LlamaForCausalLMEagle): the
   architecture must be "LlamaForCausalLMEagle" (its model config rewrites a draft's
   "LlamaForCausalLM" to LlamaForCausalLMEagle3); num_hidden_layers layers as in vLLM; `fc` is
-  Linear(2H, H) WITH a bias, and missing weights are not an error, so a bias-free head gets an explicit zero fc.bias here; lm_head has
-  `hot_vocab_size` rows when a token map is given (`--speculative-token-map`, a torch file of
-  target ids: FR-Spec, our reduced draft vocabulary); tie_word_embeddings true would tie lm_head
-  to embed_tokens, so it is written false.
+  Linear(2H, H) WITH a bias, and missing weights are not an error, so a bias-free head gets an
+  explicit zero fc.bias here; lm_head has `hot_vocab_size` rows when a token map is given
+  (`--speculative-token-map`, a torch file of target ids: FR-Spec, our reduced draft vocabulary);
+  tie_word_embeddings true would tie lm_head to embed_tokens, so it is written false.
 SGLang, EAGLE-3 (llama_eagle3.py, LlamaForCausalLMEagle3): architecture "LlamaForCausalLMEagle3";
   fc bias from config "bias" (default false); d2t -> hot_token_id, t2d skipped, unknown names
   ignored silently; tie_word_embeddings must be false; `eagle_config.eagle_aux_hidden_state_layer_ids`

@@ -225,7 +225,7 @@ def warm_start(head: EagleHead, sd: dict) -> set[str]:
     own = head.state_dict()
     new = set(own) - set(sd)
     unexpected = set(sd) - set(own)
-    missing = {k for k in new if int(k.split(".")[1]) < have} if all(k.startswith("layers.") for k in new) else new
+    missing = {k for k in new if not (k.startswith("layers.") and int(k.split(".")[1]) >= have)}  # not a new layer's
     if unexpected or missing:
         raise ValueError(f"warm start does not fit the head: missing keys {sorted(missing)}, "
                          f"unexpected keys {sorted(unexpected)}")

@@ -1,23 +1,21 @@
 """EAGLE-1/2 heads with more than one decoder layer (`num_hidden_layers` > 1): the layout the
 official code, vLLM and SGLang build (every layer but the first has an input_layernorm), the
-drafter's cached path against the training-time test, the greedy oracle, and growing a trained
-one-layer head into a deeper one without changing what it computes."""
+greedy oracle, and growing a trained one-layer head into a deeper one without changing what it
+computes. (The drafter's cached path against the training-time test: test_train_ttt.py.)"""
 import json
-import os
 
 import pytest
 import torch
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
-from conftest import draft_chain, tiny_head, tiny_target
+from conftest import tiny_head, tiny_target
 from eagle_core import DecodeSettings, Engine
 from eagle_core.head import HeadConfig, load_head, save_head
 from eagle_core.train.loop import state_layers, warm_start
+from test_head import PUBLISHED_KEYS
 
-LAYER_KEYS = {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-              "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
-              "post_attention_layernorm.weight"}
+LAYER_KEYS = {k.removeprefix("layers.0.") for k in PUBLISHED_KEYS if k.startswith("layers.0.")}  # a layer-0 key's tail
 
 
 def test_layout_and_round_trip(tmp_path):
@@ -78,23 +76,6 @@ def test_second_layer_is_a_llama_decoder_layer():
     hc, hs = head.rope(pos, x.dtype, x.device)
     got = head.layers[1](x, hc, hs, head.causal_mask(T, None, x.device), None)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-
-
-@torch.no_grad()
-def test_unrolled_steps_see_what_a_draft_chain_sees():
-    """The training-time test of a two-layer head: step k at row t equals a draft node at depth
-    k + 1 run through the head cache (both layers' keys) with the drafter's mask."""
-    target = tiny_target()
-    head = tiny_head(target, layers=2)
-    H, T, t, steps = head.config.hidden_size, 9, 5, 4
-    feats = torch.randn(1, T, H)
-    embeds = [torch.randn(1, T, H) for _ in range(steps)]
-    outs = head.unrolled(embeds, feats, torch.arange(T))
-    torch.testing.assert_close(outs[0], head(embeds[0], feats, torch.arange(T)))
-    chain, cache = draft_chain(head, embeds, feats, t)
-    assert len(cache.layers) == 2 and cache.layers[1].length == cache.length == t + steps
-    for k in range(steps):
-        torch.testing.assert_close(chain[k], outs[k][:, t:t + 1], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])

@@ -1,8 +1,9 @@
 """EAGLE-1/2 training-time test (`train --unroll K`): its attention is the drafter's, step 0 is the
 ordinary teacher-forced loss, and training on it raises the head's accuracy at depth 2."""
+import pytest
 import torch
 
-from conftest import draft_chain, draft_node_mask, tiny_target
+from conftest import draft_chain, draft_node_mask, tiny_head, tiny_target
 from eagle_core.head import EagleHead, HeadConfig
 from eagle_core.train.loop import collate, step_loss
 
@@ -12,13 +13,15 @@ def _head(target, seed=0):
     return EagleHead(HeadConfig.for_target(target.config))
 
 
+@pytest.mark.parametrize("layers", [1, 2])
 @torch.no_grad()
-def test_unrolled_steps_see_what_a_draft_chain_sees():
+def test_unrolled_steps_see_what_a_draft_chain_sees(layers):
     """Step k at row t of the unrolled pass equals a draft node at depth k + 1 below position t,
     run through the head cache with the drafter's mask (committed context + ancestors only), its
-    input feature being the head's own prediction one depth up."""
+    input feature being the head's own prediction one depth up. With two decoder layers, each
+    layer keeps its own keys, in the cache and in the unrolled pass."""
     target = tiny_target()
-    head = _head(target)
+    head = _head(target) if layers == 1 else tiny_head(target, layers=layers)
     H = head.config.hidden_size
     T, t, steps = 10, 6, 4
     feats = torch.randn(1, T, H)
@@ -27,6 +30,7 @@ def test_unrolled_steps_see_what_a_draft_chain_sees():
     assert len(outs) == steps and all(o.shape == (1, T, H) for o in outs)
     torch.testing.assert_close(outs[0], head(embeds[0], feats, torch.arange(T)))  # step 0: teacher forcing
     chain, cache = draft_chain(head, embeds, feats, t)
+    assert len(cache.layers) == layers and all(c.length == t + steps for c in cache.layers)
     torch.testing.assert_close(chain[0], outs[0][:, t:t + 1])
     for k in range(1, steps):
         torch.testing.assert_close(chain[k], outs[k][:, t:t + 1], atol=1e-5, rtol=1e-5)

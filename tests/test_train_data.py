@@ -143,6 +143,23 @@ def test_gen_resumes_and_skips_done_prompts(dirs, tmp_path, monkeypatch):
     assert all(is_heldout(r["source"], r["line"], 3) for r in hold)
 
 
+def test_gen_sources_answers_only_those_files_now_and_the_rest_later(dirs, tmp_path):
+    """`ids-gen --sources`: one file's prompts first (the directory's settings and order unchanged),
+    the others on a plain rerun; a name that is not a training file is refused, naming the known ones."""
+    train, ev = dirs
+    target = tiny_target(eos=EOS)
+    out = str(tmp_path / "gen")
+    m1 = gen_ids.run_ids_gen(_gen_args(train, ev, out, sources=["oasst_prompts_en"]), target)
+    first = {r["source"] for r in load_id_dataset(out, target)}
+    assert first == {"oasst_prompts_en.jsonl"} and sum(f["prompts"] for f in m1["files"]) == 7
+    m2 = gen_ids.run_ids_gen(_gen_args(train, ev, out), target)
+    recs = load_id_dataset(out, target)
+    assert sum(f["prompts"] for f in m2["files"]) == 9 and len(recs) == len({(r["source"], r["line"]) for r in recs})
+    assert {r["source"] for r in recs} == {"oasst_prompts_en.jsonl", "gsm8k_train.part1.jsonl"}
+    with pytest.raises(SystemExit, match="no training prompts from 'oast'.*oasst_prompts_en.jsonl"):
+        gen_ids.run_ids_gen(_gen_args(train, ev, str(tmp_path / "other"), sources=["oast"]), target)
+
+
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_engine_generator_equals_transformers_generate(kind):
     """ids-gen's own batched decoding (left padding, per-row positions, finished rows dropped from
@@ -305,4 +322,7 @@ def test_heldout_only_generation_answers_exactly_the_prompts_every_trainer_holds
     fixed = [dict(r, own=False) for r in kept[:1]]
     sets = holdout_sets(kept + fixed)
     assert len(sets["all"]) == len(kept) + 1 and len(sets["self"]) == len(kept) and sets["fixed"] == fixed
-    assert set(holdout_sets(kept)) == {"all"}
+    assert set(holdout_sets(kept)) == {"all"}  # all of them chat: no separate "chat" set
+    other = [dict(r, source="gsm8k_train.part1.jsonl") for r in kept[:2]]
+    sets = holdout_sets(kept + other)
+    assert set(sets) == {"all", "chat"} and sets["chat"] == kept

@@ -58,6 +58,9 @@ def main(argv=None):
                     help="engine: the target's own forward step by step (fast on a CPU); stock: transformers generate")
     ig.add_argument("--features", default=None,
                     help="also keep the features computed while generating, as a feature cache in this directory")
+    ig.add_argument("--sources", nargs="+", default=None, metavar="FILE",
+                    help="answer only the prompts of these training files now (e.g. oasst_prompts_en); the rest stay "
+                         "to do, so the directory's settings and order are unchanged")
     ig.add_argument("--heldout-only", action="store_true",
                     help="answer only the prompts every trainer holds out: a self-distilled accuracy set")
 

@@ -144,6 +144,18 @@ def sample_rows(logits: torch.Tensor, temperature: float, gen: torch.Generator) 
     return (p / torch.empty_like(p).exponential_(generator=gen)).argmax(-1)
 
 
+def source_filter(names: list[str], known: set[str]) -> set[str]:
+    """`--sources`: training files named with or without `.jsonl`; an unknown name is an error that
+    lists the known ones (a typo must not silently answer nothing)."""
+    chosen = set()
+    for n in names:
+        f = n if n.endswith(".jsonl") else n + ".jsonl"
+        if f not in known:
+            raise SystemExit(f"--sources: no training prompts from {n!r}; known: {', '.join(sorted(known))}")
+        chosen.add(f)
+    return chosen
+
+
 def done_keys(out: str, manifest: dict) -> set[tuple[str, int]]:
     done = set()
     for entry in manifest["files"]:
@@ -219,6 +231,10 @@ def run_ids_gen(args, target=None) -> dict:
         fm = featcache.open_captured(feat_dir, target, layers, os.path.normpath(args.out))
     done = done_keys(args.out, manifest)
     todo = [p for p in prompts if p.key not in done]
+    only = getattr(args, "sources", None)
+    if only:
+        chosen = source_filter(only, {q.source for q in prompts})
+        todo = [p for p in todo if p.source in chosen]
     if args.limit is not None:
         todo = todo[:args.limit]
     print(f"{len(prompts)} prompts ({info['dropped_eval_overlap']} dropped: also in eval; "

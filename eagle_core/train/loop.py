@@ -34,6 +34,7 @@ from ..head import EagleHead, HeadConfig, save_head
 from ..target import load_target
 from .features import id_batch, length_batches, teacher_forced
 from .datasets import load_training_data
+from .sources import CHAT_SOURCES
 
 PROMPT_WEIGHT = 0.3  # loss weight of prompt positions (response positions weigh 1)
 ADAM_BETAS = (0.9, 0.95)  # the EAGLE recipe's AdamW betas
@@ -240,10 +241,13 @@ def warm_start(head: EagleHead, sd: dict) -> set[str]:
 def holdout_sets(hold: list[dict]) -> dict[str, list[dict]]:
     """The held-out records as "all", and, when both kinds are present, "self" (the target's own
     answers, from `gen`/`ids-gen`: what drafting at run time looks like) and "fixed" (teacher-forced
-    reference answers)."""
+    reference answers); and "chat", the target's own answers to open-ended English requests
+    (sources.CHAT_SOURCES), when the set holds others too."""
     own = [r for r in hold if r.get("own")]
     fixed = [r for r in hold if not r.get("own")]
-    return {"all": hold, **({"self": own, "fixed": fixed} if own and fixed else {})}
+    chat = [r for r in own if r.get("source") in CHAT_SOURCES]
+    return {"all": hold, **({"self": own, "fixed": fixed} if own and fixed else {}),
+            **({"chat": chat} if chat and len(chat) < len(hold) else {})}
 
 
 def holdout_record(epoch_end: int, state: dict, ev: dict[str, dict]) -> dict:

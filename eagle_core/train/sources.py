@@ -68,6 +68,13 @@ SOURCES: dict[str, Source] = {
 }
 
 
+# Open-ended English requests: what MT-bench's writing, roleplay and humanities turns look like, and
+# what the rest of the training prompts (maths, code, translation, Chinese exams, short QA) are not.
+# Held-out accuracy is also reported on these alone ("chat"), since MT-bench is where tau is measured.
+CHAT_SOURCES = frozenset({"oasst_prompts_en.jsonl", "gpteacher_roleplay_en.jsonl", "awesome_chatgpt_prompts_en.jsonl",
+                          "self_instruct_seed_tasks.jsonl"})
+
+
 def source_info(name: str) -> Source:
     """The entry for a training file; an unknown file is a clear error (its licence must be checked first)."""
     if name not in SOURCES:

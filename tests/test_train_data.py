@@ -290,6 +290,14 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     assert log[-1]["epoch_end"] == 1 and log[-1]["top1"] >= 0
     info = json.load(open(tmp_path / "run2" / "info.json"))
     assert info["sequences"] + info["holdout"] == 24 and info["holdout"] > 0
+    # a warm start that keeps its vocabulary: the run drafts from the given one, not one counted on the data
+    keep = [23, 5, 7] + list(range(8, 21))
+    (tmp_path / "v.json").write_text(json.dumps({"token_ids": keep}))
+    main(["train", *common, "--out", str(tmp_path / "run2v"), "--draft-vocab-from", str(tmp_path / "v.json")])
+    assert json.load(open(tmp_path / "run2v" / "draft_vocab.json"))["token_ids"] == keep
+    (tmp_path / "bad.json").write_text(json.dumps({"token_ids": [3, 3, 99]}))
+    with pytest.raises(SystemExit, match="distinct token ids below 24"):
+        main(["train", *common, "--out", str(tmp_path / "run2b"), "--draft-vocab-from", str(tmp_path / "bad.json")])
     monkeypatch.setattr(target_mod, "load_target", lambda *a, **k: t8)
     main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "run3")])
     assert os.path.exists(tmp_path / "run3" / "head3" / "config.json")

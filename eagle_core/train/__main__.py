@@ -75,6 +75,9 @@ def main(argv=None):
     t.add_argument("--noise", type=float, default=0.1, help="uniform noise on input features (+-)")
     t.add_argument("--ce-weight", type=float, default=0.1)
     t.add_argument("--draft-vocab", type=int, default=8192, help="0 = full vocabulary")
+    t.add_argument("--draft-vocab-from", default=None, metavar="DIR",
+                   help="draft from this head's (or run's) vocabulary instead of counting one on the data: "
+                        "for a warm start trained on data of another kind")
     t.add_argument("--holdout-shards", type=int, default=2, help="the first N shards are held out (accuracy)")
     t.add_argument("--holdout-every", type=int, default=50,
                    help="token-id datasets: 1 prompt in N (by hash of source and line) is held out")

@@ -75,6 +75,21 @@ def draft_vocabulary(records, n: int, vocab_size: int) -> list[int]:
     return sorted((ranked + rest)[:n])
 
 
+def read_draft_vocab(path: str, vocab_size: int) -> list[int]:
+    """`--draft-vocab-from`: the draft vocabulary of a head or run directory (its draft_vocab.json),
+    or of such a file, so a warm start trained on data of another kind keeps drafting the tokens it
+    drafted (a vocabulary counted on new data alone would drop the rest)."""
+    f = os.path.join(path, "draft_vocab.json") if os.path.isdir(path) else path
+    try:
+        with open(f) as fh:
+            ids = json.load(fh)["token_ids"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"--draft-vocab-from {path}: no draft vocabulary there ({e})") from None
+    if not ids or len(set(ids)) != len(ids) or not all(isinstance(t, int) and 0 <= t < vocab_size for t in ids):
+        raise SystemExit(f"--draft-vocab-from {path}: the draft vocabulary must be distinct token ids below {vocab_size}")
+    return ids
+
+
 def coverage(records, vocab: list[int]) -> float:
     s = set(vocab)
     tot = hit = 0
@@ -299,7 +314,10 @@ def run_train(args):
     hold_recs, excluded = drop_excluded(hold_recs, getattr(args, "holdout_exclude", None))
     train_recs = train_recs[:getattr(args, "max_records", None)]  # a prefix: a feature cache's order is shuffled
     V = target.vocab_size
-    vocab = draft_vocabulary(train_recs, args.draft_vocab, V) if args.draft_vocab else list(range(V))
+    if getattr(args, "draft_vocab_from", None):
+        vocab = read_draft_vocab(args.draft_vocab_from, V)
+    else:
+        vocab = draft_vocabulary(train_recs, args.draft_vocab, V) if args.draft_vocab else list(range(V))
     lm_w = target.lm_head.weight.detach()[torch.tensor(vocab)].clone()
     embed = target.embed
     n_tok = sum(len(r["ids"]) for r in train_recs)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..head import EagleHead, HeadConfig, save_head
+from ..head import DRAFT_VOCAB_FILE, EagleHead, HeadConfig, save_head
 from ..target import load_target
 from .features import id_batch, length_batches, teacher_forced
 from .datasets import load_training_data
@@ -79,7 +79,7 @@ def read_draft_vocab(path: str, vocab_size: int) -> list[int]:
     """`--draft-vocab-from`: the draft vocabulary of a head or run directory (its draft_vocab.json),
     or of such a file, so a warm start trained on data of another kind keeps drafting the tokens it
     drafted (a vocabulary counted on new data alone would drop the rest)."""
-    f = os.path.join(path, "draft_vocab.json") if os.path.isdir(path) else path
+    f = os.path.join(path, DRAFT_VOCAB_FILE) if os.path.isdir(path) else path
     try:
         with open(f) as fh:
             ids = json.load(fh)["token_ids"]
@@ -316,8 +316,10 @@ def run_train(args):
     V = target.vocab_size
     if getattr(args, "draft_vocab_from", None):
         vocab = read_draft_vocab(args.draft_vocab_from, V)
+    elif args.draft_vocab:
+        vocab = draft_vocabulary(train_recs, args.draft_vocab, V)
     else:
-        vocab = draft_vocabulary(train_recs, args.draft_vocab, V) if args.draft_vocab else list(range(V))
+        vocab = list(range(V))
     lm_w = target.lm_head.weight.detach()[torch.tensor(vocab)].clone()
     embed = target.embed
     n_tok = sum(len(r["ids"]) for r in train_recs)

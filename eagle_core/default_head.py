@@ -47,14 +47,11 @@ def random_head3(target, seed: int = 0, draft_vocab: list[int] | None = None):
     from .head3 import Eagle3Config, Eagle3Head
 
     if draft_vocab is None:
-        vocab_file = os.path.join(DEFAULT_HEAD_DIR, "draft_vocab.json")
-        if target.name == "smollm2-135m" and os.path.exists(vocab_file):
-            import json
+        from .head import read_draft_vocab
 
-            with open(vocab_file) as f:
-                draft_vocab = json.load(f)["token_ids"]
-        else:
-            draft_vocab = list(range(target.vocab_size))
+        if target.name == "smollm2-135m" and os.path.isdir(DEFAULT_HEAD_DIR):
+            draft_vocab = read_draft_vocab(DEFAULT_HEAD_DIR, target.vocab_size)
+        draft_vocab = draft_vocab or list(range(target.vocab_size))
     torch.manual_seed(seed)
     head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=len(set(draft_vocab))))
     head.set_draft_vocab(draft_vocab)

@@ -377,6 +377,25 @@ def save_head(head: EagleHead, path: str, draft_vocab: list[int] | None = None, 
             json.dump({"token_ids": [int(t) for t in draft_vocab]}, f)
 
 
+def read_draft_vocab(path: str, vocab_size: int) -> list[int] | None:
+    """The draft vocabulary of a head directory (its draft_vocab.json; None if it has none) or of
+    such a file: distinct token ids in [0, vocab_size), in the file's order. A file that is not
+    that is a ValueError naming it. Every reader of the file goes through here (loading a head,
+    `train --draft-vocab-from`, `export`, the serving export, the random EAGLE-3 fallback)."""
+    f = os.path.join(path, DRAFT_VOCAB_FILE) if os.path.isdir(path) else path
+    if os.path.isdir(path) and not os.path.exists(f):
+        return None
+    try:
+        with open(f) as fh:
+            ids = json.load(fh)["token_ids"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{f}: not a draft vocabulary ({e})") from None
+    if (not isinstance(ids, list) or not ids or len(set(ids)) != len(ids)
+            or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab_size for t in ids)):
+        raise ValueError(f"{f}: the draft vocabulary must be distinct token ids in [0, {vocab_size})")
+    return ids
+
+
 def read_state_dict(path: str) -> dict[str, torch.Tensor]:
     st, binf = os.path.join(path, "model.safetensors"), os.path.join(path, "pytorch_model.bin")
     if os.path.exists(st):
@@ -409,13 +428,7 @@ def load_head(path: str, target_hidden_size: int | None = None, target_vocab_siz
         raise ValueError("checkpoint has fc.bias but config.json says \"bias\": false")
     head = EagleHead(cfg)
     load_state_strict(head, sd)
-    draft_vocab = None
-    dv = os.path.join(path, DRAFT_VOCAB_FILE)
-    if os.path.exists(dv):
-        with open(dv) as f:
-            draft_vocab = [int(t) for t in json.load(f)["token_ids"]]
-        if not draft_vocab or max(draft_vocab) >= cfg.vocab_size or min(draft_vocab) < 0:
-            raise ValueError(f"{DRAFT_VOCAB_FILE}: token ids must lie in [0, {cfg.vocab_size})")
+    draft_vocab = read_draft_vocab(path, cfg.vocab_size)
     return head.to(device=device, dtype=dtype).eval(), draft_vocab
 
 

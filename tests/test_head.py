@@ -81,6 +81,37 @@ def test_save_load_round_trip(tmp_path):
     torch.testing.assert_close(head(e, x, pos), again(e, x, pos))
 
 
+@pytest.mark.parametrize("content, why", [
+    ({"token_ids": [1, 5, 5]}, "distinct token ids in \\[0, "),
+    ({"token_ids": [1, 5, 999]}, "distinct token ids in \\[0, "),
+    ({"token_ids": [-1, 5]}, "distinct token ids in \\[0, "),
+    ({"token_ids": [1.5, 5]}, "distinct token ids in \\[0, "),
+    ({"token_ids": []}, "distinct token ids in \\[0, "),
+    ({"ids": [1, 5]}, "not a draft vocabulary"),
+    ("[1, 5", "not a draft vocabulary"),
+])
+def test_a_bad_draft_vocabulary_is_refused_by_name(tmp_path, content, why):
+    """draft_vocab.json is read in one place (head.read_draft_vocab): loading a head, `train
+    --draft-vocab-from`, `export`, the serving export and the random EAGLE-3 fallback all refuse a
+    file with repeated, out-of-range or non-integer ids, naming the file."""
+    from eagle_core.head import read_draft_vocab
+
+    target = tiny_target()
+    save_head(tiny_head(target), str(tmp_path), draft_vocab=[1, 5, 7], dtype=torch.float32)
+    f = tmp_path / "draft_vocab.json"
+    f.write_text(content if isinstance(content, str) else json.dumps(content))
+    with pytest.raises(ValueError, match=why) as e:
+        load_head(str(tmp_path), target.hidden_size, target.vocab_size)
+    assert "draft_vocab.json" in str(e.value)
+    with pytest.raises(ValueError, match=why):
+        read_draft_vocab(str(f), target.vocab_size)
+    f.unlink()
+    assert load_head(str(tmp_path), target.hidden_size, target.vocab_size)[1] is None
+    assert read_draft_vocab(str(tmp_path), target.vocab_size) is None
+    f.write_text(json.dumps({"token_ids": [7, 1, 5]}))  # the file's order is kept
+    assert read_draft_vocab(str(tmp_path), target.vocab_size) == [7, 1, 5]
+
+
 def test_strict_missing_and_unexpected_keys(tmp_path):
     target = tiny_target()
     cfg = HeadConfig.for_target(target.config)

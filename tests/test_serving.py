@@ -101,6 +101,23 @@ def test_vllm_refuses_to_drop_a_bias_silently(tmp_path):
         export_serving(_head_dir(tmp_path, "eagle2"), str(tmp_path / "o"), "vllm")
 
 
+def test_a_bad_draft_vocabulary_is_a_one_line_refusal(tmp_path):
+    """SGLang's token map is written from draft_vocab.json: a repeated id there is refused, by the
+    CLI in one line naming the file, instead of exporting a map that drafts the same token twice."""
+    import argparse
+    from eagle_core.train.serving import run_export_serving
+
+    head = _head_dir(tmp_path, "eagle2")
+    with open(os.path.join(head, "draft_vocab.json"), "w") as f:
+        json.dump({"token_ids": [3, 3, 4]}, f)
+    with pytest.raises(ValueError, match="distinct token ids"):
+        export_serving(head, str(tmp_path / "o"), "sglang")
+    args = argparse.Namespace(head=head, out=str(tmp_path / "o"), engine="sglang", target_layers=None,
+                              model_id="m", drop_fc_bias=False)
+    with pytest.raises(SystemExit, match="export-serving: .*draft_vocab.json"):
+        run_export_serving(args)
+
+
 def test_sglang_gets_a_zero_bias_for_a_bias_free_head(tmp_path):
     out = str(tmp_path / "o")
     export_serving(_head_dir(tmp_path, "eagle2", bias=False), out, "sglang")

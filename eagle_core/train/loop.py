@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from ..head import DRAFT_VOCAB_FILE, EagleHead, HeadConfig, save_head
+from ..head import read_draft_vocab as head_read_draft_vocab
 from ..target import load_target
 from .features import id_batch, length_batches, teacher_forced
 from .datasets import load_training_data
@@ -79,14 +80,12 @@ def read_draft_vocab(path: str, vocab_size: int) -> list[int]:
     """`--draft-vocab-from`: the draft vocabulary of a head or run directory (its draft_vocab.json),
     or of such a file, so a warm start trained on data of another kind keeps drafting the tokens it
     drafted (a vocabulary counted on new data alone would drop the rest)."""
-    f = os.path.join(path, DRAFT_VOCAB_FILE) if os.path.isdir(path) else path
     try:
-        with open(f) as fh:
-            ids = json.load(fh)["token_ids"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise SystemExit(f"--draft-vocab-from {path}: no draft vocabulary there ({e})") from None
-    if not ids or len(set(ids)) != len(ids) or not all(isinstance(t, int) and 0 <= t < vocab_size for t in ids):
-        raise SystemExit(f"--draft-vocab-from {path}: the draft vocabulary must be distinct token ids below {vocab_size}")
+        ids = head_read_draft_vocab(path, vocab_size)
+    except ValueError as e:
+        raise SystemExit(f"--draft-vocab-from {path}: {e}") from None
+    if ids is None:
+        raise SystemExit(f"--draft-vocab-from {path}: no {DRAFT_VOCAB_FILE} there")
     return ids
 
 
@@ -349,7 +348,7 @@ def run_train(args):
         print(f"resumed at epoch {state['epoch']} batch {state['batch']} (step {state['step']})", flush=True)
     with open(os.path.join(args.out, "info.json"), "w") as f:
         json.dump({**info, "args": vars(args)}, f, indent=2)
-    with open(os.path.join(args.out, "draft_vocab.json"), "w") as f:
+    with open(os.path.join(args.out, DRAFT_VOCAB_FILE), "w") as f:
         json.dump({"token_ids": vocab}, f)
 
     def save():
@@ -416,8 +415,10 @@ def run_export(args):
     c = torch.load(os.path.join(args.run, "ckpt.pt"), weights_only=False)
     head = EagleHead(HeadConfig.from_json_dict(c["config"]))
     head.load_state_dict(c["head"])
-    with open(os.path.join(args.run, "draft_vocab.json")) as f:
-        vocab = json.load(f)["token_ids"]
+    try:
+        vocab = head_read_draft_vocab(os.path.join(args.run, DRAFT_VOCAB_FILE), head.config.vocab_size)
+    except ValueError as e:
+        raise SystemExit(f"export: {e}") from None
     with open(os.path.join(args.run, "info.json")) as f:
         info = json.load(f)
     info.pop("args", None)

@@ -35,7 +35,7 @@ import os
 
 import torch
 
-from ..head import DRAFT_VOCAB_FILE, read_state_dict
+from ..head import DRAFT_VOCAB_FILE, read_draft_vocab, read_state_dict
 from ..head3 import LAYER_IDS_KEY, default_layers, is_eagle3_dir, read_config3
 
 ENGINES = ("vllm", "sglang")
@@ -100,10 +100,8 @@ def _export12(src, sd, head_dir, out, engine, target_layers, model_id, drop_fc_b
         if not has_bias:  # SGLang's fc always has a bias and would leave a missing one uninitialised
             sd["fc.bias"] = torch.zeros(sd["fc.weight"].shape[0], dtype=sd["fc.weight"].dtype)
         cfg.update(architectures=["LlamaForCausalLMEagle"], bias=True)
-        vocab_file = os.path.join(head_dir, DRAFT_VOCAB_FILE)
-        if os.path.exists(vocab_file):
-            with open(vocab_file) as f:
-                ids = json.load(f)["token_ids"]
+        ids = read_draft_vocab(head_dir, int(cfg["vocab_size"]))
+        if ids is not None:
             os.makedirs(out, exist_ok=True)
             torch.save(torch.tensor(ids, dtype=torch.int64), os.path.join(out, TOKEN_MAP_FILE))
             cfg["hot_vocab_size"] = len(ids)
@@ -144,5 +142,8 @@ def _summary(kind, engine, out, sd, dropped, command):
 
 
 def run_export_serving(args):
-    info = export_serving(args.head, args.out, args.engine, args.target_layers, args.model_id, args.drop_fc_bias)
+    try:
+        info = export_serving(args.head, args.out, args.engine, args.target_layers, args.model_id, args.drop_fc_bias)
+    except (ValueError, FileNotFoundError) as e:  # a head that cannot be exported: one line, not a traceback
+        raise SystemExit(f"export-serving: {e}") from None
     print(json.dumps({k: v for k, v in info.items() if k != "keys"}, indent=2))

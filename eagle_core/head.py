@@ -373,8 +373,13 @@ def save_head(head: EagleHead, path: str, draft_vocab: list[int] | None = None, 
     sd = {k: v.detach().to("cpu", dtype).contiguous() for k, v in head.state_dict().items()}
     save_file(sd, os.path.join(path, "model.safetensors"))
     if draft_vocab is not None:
-        with open(os.path.join(path, DRAFT_VOCAB_FILE), "w") as f:
-            json.dump({"token_ids": [int(t) for t in draft_vocab]}, f)
+        write_draft_vocab(path, draft_vocab)
+
+
+def write_draft_vocab(path: str, token_ids) -> None:
+    """Write `path/draft_vocab.json` (the format `read_draft_vocab` reads)."""
+    with open(os.path.join(path, DRAFT_VOCAB_FILE), "w") as f:
+        json.dump({"token_ids": [int(t) for t in token_ids]}, f)
 
 
 def read_draft_vocab(path: str, vocab_size: int) -> list[int] | None:
@@ -382,9 +387,11 @@ def read_draft_vocab(path: str, vocab_size: int) -> list[int] | None:
     such a file: distinct token ids in [0, vocab_size), in the file's order. A file that is not
     that is a ValueError naming it. Every reader of the file goes through here (loading a head,
     `train --draft-vocab-from`, `export`, the serving export, the random EAGLE-3 fallback)."""
-    f = os.path.join(path, DRAFT_VOCAB_FILE) if os.path.isdir(path) else path
-    if os.path.isdir(path) and not os.path.exists(f):
-        return None
+    f = path
+    if os.path.isdir(path):
+        f = os.path.join(path, DRAFT_VOCAB_FILE)
+        if not os.path.exists(f):
+            return None
     try:
         with open(f) as fh:
             ids = json.load(fh)["token_ids"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..head import DRAFT_VOCAB_FILE, EagleHead, HeadConfig, save_head
+from ..head import DRAFT_VOCAB_FILE, EagleHead, HeadConfig, save_head, write_draft_vocab
 from ..head import read_draft_vocab as head_read_draft_vocab
 from ..target import load_target
 from .features import id_batch, length_batches, teacher_forced
@@ -348,8 +348,7 @@ def run_train(args):
         print(f"resumed at epoch {state['epoch']} batch {state['batch']} (step {state['step']})", flush=True)
     with open(os.path.join(args.out, "info.json"), "w") as f:
         json.dump({**info, "args": vars(args)}, f, indent=2)
-    with open(os.path.join(args.out, DRAFT_VOCAB_FILE), "w") as f:
-        json.dump({"token_ids": vocab}, f)
+    write_draft_vocab(args.out, vocab)
 
     def save():
         tmp = ckpt + ".tmp"

@@ -130,3 +130,26 @@ def test_trainers_read_the_cache(tmp_path, monkeypatch):
     assert log[-1]["epoch_end"] == 1
     main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "run3")])
     assert os.path.exists(tmp_path / "run3" / "head3" / "config.json")
+
+
+def test_bf16_precision_is_recorded_close_to_fp32_and_not_mixed(tmp_path):
+    """--precision bf16 (autocast) caches features near the fp32 ones, says so in the manifest, and
+    a cache made one way is not resumed the other way."""
+    target = tiny_target8()
+    data = str(tmp_path / "ids")
+    _dataset(data, target, n=6)
+    f32 = featcache.run_features(_args(data, str(tmp_path / "f32")), target)
+    bf = featcache.run_features(_args(data, str(tmp_path / "bf"), precision="bf16"), target)
+    assert "precision" not in f32["settings"] and bf["settings"]["precision"] == "bf16"
+    a, _ = featcache.load_feature_cache(str(tmp_path / "f32"), target)
+    b, _ = featcache.load_feature_cache(str(tmp_path / "bf"), target)
+    for ra, rb in zip(a, b):
+        assert torch.equal(ra["ids"], rb["ids"])
+        for k in ("feats", "layers"):
+            x, y = ra[k].float(), rb[k].float()
+            assert not torch.equal(x, y)  # bf16 products really ran
+            assert ((x - y).norm() / x.norm()).item() < 0.05
+    with pytest.raises(SystemExit, match="made with"):
+        featcache.run_features(_args(data, str(tmp_path / "bf")), target)
+    with pytest.raises(SystemExit, match="made with"):
+        featcache.run_features(_args(data, str(tmp_path / "f32"), precision="bf16"), target)

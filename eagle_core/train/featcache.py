@@ -31,6 +31,7 @@ head has not been trained on yet, without recomputing the ones it has.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -62,12 +63,15 @@ def sequence_order(records: list[dict], seed: int) -> list[int]:
 
 
 def compute_shard(target, records, idx: list[int], layers: tuple[int, ...], max_seq: int,
-                  tokens_per_batch: int) -> dict:
-    """The features of records `idx` (in that order) as one shard's tensors."""
+                  tokens_per_batch: int, precision: str = "fp32") -> dict:
+    """The features of records `idx` (in that order) as one shard's tensors; the forwards in
+    `precision` (see `autocast`)."""
     final_of, layers_of = {}, {}
     for b in length_batches(records, idx, tokens_per_batch, max_seq):
         ib = id_batch(records, b, max_seq)
-        final, captured = teacher_forced(target, ib, layers)
+        with autocast(target, precision):
+            final, captured = teacher_forced(target, ib, layers)
+        final, captured = final.float(), captured.float()
         for row, (i, n) in enumerate(zip(b, ib.lengths)):
             final_of[i] = final[row, :n].to(torch.float16).cpu()
             layers_of[i] = captured[row, :n].to(torch.float16).cpu()
@@ -173,6 +177,20 @@ def default_layers(target) -> tuple[int, ...]:
     return tuple(Eagle3Config.for_target(target.config).layers_for(int(target.config.num_hidden_layers)))
 
 
+def autocast(target, precision: str):
+    """The context the teacher-forced forwards run in: nothing for fp32; for bf16, autocast (matrix
+    products in bfloat16 with float32 accumulation, norms and softmax in float32, the weights kept in
+    float32). On an Intel CPU with AMX this caches 2.5x faster (487 -> 1,205 tokens/s on a Xeon of
+    family 6, model 167, 2 vCPU); the features differ from fp32 by ~1% (relative norm of the
+    difference) and the target's argmax agrees on 99.5% of positions (docs/training.md). Training
+    adds +-0.1 noise to input features anyway; held-out scores should be compared on one cache."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision != "bf16":
+        raise ValueError(f"precision {precision!r}: use fp32 or bf16")
+    return torch.autocast(str(target.device).split(":")[0], dtype=torch.bfloat16)
+
+
 def run_features(args, target=None) -> dict:
     """python -m eagle_core.train features; `target` (tests) replaces loading args.model. -> the manifest."""
     from ..target import load_target
@@ -181,6 +199,9 @@ def run_features(args, target=None) -> dict:
     target = target or load_target(args.model)
     layers = tuple(args.layers) if args.layers else default_layers(target)
     settings = {"max_seq": args.max_seq, "seed": args.seed, "shard_seqs": args.shard_seqs, "layers": list(layers)}
+    precision = getattr(args, "precision", "fp32")
+    if precision != "fp32":  # absent means fp32, so caches made before the option still resume
+        settings["precision"] = precision
     datasets = [os.path.normpath(p) for p in args.data]
     records = []
     try:  # bad --parts, or data made with another tokenizer: a message, not a traceback
@@ -206,7 +227,7 @@ def run_features(args, target=None) -> dict:
         for s in todo:
             t0 = time.time()
             idx = order[s * args.shard_seqs:(s + 1) * args.shard_seqs]
-            shard = compute_shard(target, records, idx, layers, args.max_seq, args.tokens_per_batch)
+            shard = compute_shard(target, records, idx, layers, args.max_seq, args.tokens_per_batch, precision)
             name = shard_name(s)
             save_shard(args.out, name, shard)
             dt = time.time() - t0

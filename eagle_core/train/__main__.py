@@ -139,8 +139,8 @@ def main(argv=None):
                     help="FIRST-LAST: only the parts at these positions of each dataset's manifest (e.g. 17-22)")
     fc.add_argument("--threads", type=int, default=2)
     fc.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="bf16: the target's matrix products under bfloat16 autocast (2.5x faster on a CPU "
-                         "with AMX; features within ~1%% of fp32, same argmax 99.5%%)")
+                    help="bf16: the target's matrix products under bfloat16 autocast (1.9x faster on a CPU "
+                         "with AMX; features within ~1%% of fp32, same argmax 99.3%%)")
 
     e = sub.add_parser("export", help="write the trained head in the EAGLE layout (+ draft vocabulary)")
     e.add_argument("--run", default="runs/head")

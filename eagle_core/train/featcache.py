@@ -71,7 +71,6 @@ def compute_shard(target, records, idx: list[int], layers: tuple[int, ...], max_
         ib = id_batch(records, b, max_seq)
         with autocast(target, precision):
             final, captured = teacher_forced(target, ib, layers)
-        final, captured = final.float(), captured.float()
         for row, (i, n) in enumerate(zip(b, ib.lengths)):
             final_of[i] = final[row, :n].to(torch.float16).cpu()
             layers_of[i] = captured[row, :n].to(torch.float16).cpu()
@@ -180,15 +179,15 @@ def default_layers(target) -> tuple[int, ...]:
 def autocast(target, precision: str):
     """The context the teacher-forced forwards run in: nothing for fp32; for bf16, autocast (matrix
     products in bfloat16 with float32 accumulation, norms and softmax in float32, the weights kept in
-    float32). On an Intel CPU with AMX this caches 2.5x faster (487 -> 1,205 tokens/s on a Xeon of
-    family 6, model 167, 2 vCPU); the features differ from fp32 by ~1% (relative norm of the
-    difference) and the target's argmax agrees on 99.5% of positions (docs/training.md). Training
+    float32). On an Intel CPU with AMX this caches 1.9x faster (388 -> 748 tokens/s over a part of
+    `gen` on a Xeon of family 6, model 167, 2 vCPU); the features differ from fp32 by ~1% (relative
+    norm of the difference) and the target's argmax agrees on 99.3% of positions (docs/training.md). Training
     adds +-0.1 noise to input features anyway; held-out scores should be compared on one cache."""
     if precision == "fp32":
         return contextlib.nullcontext()
     if precision != "bf16":
         raise ValueError(f"precision {precision!r}: use fp32 or bf16")
-    return torch.autocast(str(target.device).split(":")[0], dtype=torch.bfloat16)
+    return torch.autocast(torch.device(target.device).type, dtype=torch.bfloat16)
 
 
 def run_features(args, target=None) -> dict:

@@ -149,9 +149,11 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step", delete_cache=(9
     # waiting callers show their place in line and can leave it with Stop. show_progress="hidden": the
     # status line is the progress, and no spinner animates over the figures while a run is timed.
     decode = dict(concurrency_limit=16, concurrency_id="decode", show_progress="hidden")
+    # trigger_mode="multiple": a Generate while this tab's run is pending is sent (Gradio's default "once"
+    # dropped it, so the click only stopped the old run); cb.arm has replaced the old run by then.
     for trigger, api in ((gen_btn.click, dict(api_name="generate")), (prompt.submit, dict(api_visibility="private"))):
         trigger(cb.arm, None, run_box, queue=False).then(cb.generate, settings_in + [compare, state_box, run_box], ALL,
-                                                        **decode, **api)
+                                                        trigger_mode="multiple", **decode, **api)
     step_btn.click(cb.step, settings_in + [state_box], ALL, api_name="step", **decode)
     stop_btn.click(cb.stop, None, None, queue=False)
     # .input fires for a drag and for a typed number (the box has no Enter event); always_last drops the

@@ -21,7 +21,7 @@ import time
 
 import gradio as gr
 
-from app_runtime import ENGINE_THREAD, RUN_BUDGET_S, DecodeLine, Worker, check_prompt, model_from_env, parse_settings
+from app_runtime import ENGINE_THREAD, FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine, Worker, check_prompt, model_from_env, parse_settings
 from app_tokens import readable_cycle, readable_run
 from app_traces import load_example, remove_tab_folder, save_trace
 from app_views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs,
@@ -39,6 +39,8 @@ LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every
 UI_INTERVAL_S = float(os.environ.get("EAGLE_APP_PROGRESS_S", "0"))
 SETTLE_S = 1.0  # after clearing the page, let the browser draw it before the clock starts (0.3 s was
 # too short on a busy 2-core machine: the clearing overlapped the start of the EAGLE run)
+FAIR_RULE = (f"Fair share: while anyone waits, each run stops after {FAIR_BUDGET_S:g} s per method "
+             f"({RUN_BUDGET_S:g} s when nobody does).")
 TIMED_NOTE = ("Timed with live drawing paused: {how}; the text, tree and charts were drawn after both runs "
               "finished. EAGLE ran first, then vanilla, same prompt and settings, one after the other on "
               "{threads} CPU thread(s). The replay below plays both at the measured pace.")
@@ -47,39 +49,51 @@ LIVE_HOW = "while each run decoded, the page showed only a one-line progress upd
 
 
 # ---------------------------------------------------------------------------------- stop flags
+class RunFlag(threading.Event):
+    """A run's stop flag; `reason` says who set it: "stopped" (Stop, a closed tab) or "replaced"
+    (a new Generate from the same tab, which runs instead)."""
+
+    reason: str | None = None
+
+    def end(self, reason: str) -> None:
+        self.reason = self.reason or reason
+        self.set()
+
+
 class RunFlags:
-    """Stop flags per tab, one per requested run. A new Generate stops the tab's earlier runs
-    (running or waiting) and gets its own flag; Stop sets every flag of the tab. (One flag per
-    tab, replaced on every click, let a second click orphan the first run: Stop missed it.)"""
+    """Stop flags per tab, one per requested run. A new Generate replaces the tab's earlier runs
+    (running or waiting: they end without touching the page) and gets its own flag; Stop sets
+    every flag of the tab. (One flag per tab, replaced on every click, let a second click orphan
+    the first run: Stop missed it.)"""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._flags: dict[str, dict[int, threading.Event]] = {}
+        self._flags: dict[str, dict[int, RunFlag]] = {}
 
     def arm(self, sid: str) -> int:
         with self._lock:
             runs = self._flags.setdefault(sid, {})
             for f in runs.values():
-                f.set()
+                f.end("replaced")
             run_id = next(self._ids)
-            runs[run_id] = threading.Event()
+            runs[run_id] = RunFlag()
             return run_id
 
-    def get(self, sid: str, run_id: int | None) -> tuple[int, threading.Event]:
+    def get(self, sid: str, run_id: int | None) -> tuple[int, RunFlag]:
         """The flag `arm` made for this run; a run that did not come through arm (the API) gets one."""
         with self._lock:
             runs = self._flags.setdefault(sid, {})
             if run_id not in runs:
                 run_id = next(self._ids)
-                runs[run_id] = threading.Event()
+                runs[run_id] = RunFlag()
             return run_id, runs[run_id]
 
     def stop(self, sid: str) -> int:
         with self._lock:
             runs = self._flags.get(sid, {})
             for f in runs.values():
-                f.set()
+                f.end("stopped")
             return len(runs)
 
     def done(self, sid: str, run_id: int) -> None:
@@ -96,7 +110,7 @@ RUNS = RunFlags()
 
 
 def arm(request: gr.Request = None) -> int:
-    """Runs unqueued on click, before the queued generation: stops this tab's earlier runs and
+    """Runs unqueued on click, before the queued generation: replaces this tab's earlier runs and
     returns the id of the new run's own stop flag (kept in a gr.State for `generate`)."""
     return RUNS.arm(session_id(request))
 
@@ -133,7 +147,7 @@ def wait_for_model(flag: threading.Event):
     return MODEL.engine
 
 
-def wait_in_line(ticket: dict, flag: threading.Event):
+def wait_in_line(ticket, flag: threading.Event):
     """Yields the place in line until the ticket holds the decode slot; returns False if stopped."""
     last = 0.0
     while not LINE.wait(ticket, 0.25):
@@ -142,10 +156,13 @@ def wait_in_line(ticket: dict, flag: threading.Event):
         if time.perf_counter() - last >= 1.0:
             last = time.perf_counter()
             ahead, wait = LINE.place(ticket)
-            yield outputs(status=f"⏳ Waiting for the decoder: {ahead} run{'s' if ahead != 1 else ''} ahead of "
-                                 f"yours, about {wait:.0f} s (each run is limited to {RUN_BUDGET_S:g} s per "
-                                 f"method). **Stop** leaves the line; this page stays as it is.")
+            yield outputs(status=waiting_line(ahead, wait))
     return not flag.is_set()
+
+
+def waiting_line(ahead: int, wait: float) -> str:
+    return (f"⏳ Waiting for the decoder: {ahead} run{'s' if ahead != 1 else ''} ahead of yours, about "
+            f"{wait:.0f} s. {FAIR_RULE} **Stop** leaves the line; this page stays as it is.")
 
 
 def generate(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k, max_new,
@@ -169,7 +186,7 @@ def _generate(prompt, settings_args, compare, flag, sid):
     if engine is None:
         yield outputs(model=MODEL.status(), status="Stopped before the model was ready; the page is unchanged.")
         return
-    worker = Worker(engine, prompt, settings, compare, flag, budget_s=RUN_BUDGET_S)
+    worker = Worker(engine, prompt, settings, compare, flag, budget_s=RUN_BUDGET_S, crowded=lambda: LINE.waiting() > 0)
     try:
         n_prompt = len(engine.check(prompt, settings))
     except ValueError as e:
@@ -180,7 +197,8 @@ def _generate(prompt, settings_args, compare, flag, sid):
     t_slot, decoded = time.perf_counter(), 0
     try:
         if not (yield from wait_in_line(ticket, flag)):
-            yield outputs(status="Stopped while waiting in line: nothing ran, the page is unchanged.")
+            if flag.reason != "replaced":  # a replaced run leaves the page to the run that replaced it
+                yield outputs(status="Stopped while waiting in line: nothing ran, the page is unchanged.")
             return
         t_slot = time.perf_counter()
         long = f"Reading the {n_prompt:,}-token prompt first (long prompts take a while on a CPU). " \
@@ -195,7 +213,11 @@ def _generate(prompt, settings_args, compare, flag, sid):
     finally:
         worker.cancel()  # a closed tab or a Stop: end the decode before the next user starts
         LINE.leave(ticket, decoded, time.perf_counter() - t_slot)
-    how = {k: f"stopped at the {RUN_BUDGET_S:g} s limit" for k in worker.timed_out}
+    if flag.reason == "replaced":  # the tab's new Generate runs instead and owns the page
+        return
+    how = {k: f"stopped at the {RUN_BUDGET_S:g} s limit" if limit == "budget" else
+           f"stopped at the {FAIR_BUDGET_S:g} s fair-share limit, others were waiting"
+           for k, limit in worker.timed_out.items()}
     if flag.is_set():
         how = {k: "stopped by you" for k in ("eagle", "vanilla")}
         gr.Info("Stopped. The partial run is kept: scrub through it or download its trace.")

@@ -16,6 +16,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -31,6 +32,9 @@ MAX_PROMPT_CHARS = 6000  # checked before tokenising, so a pasted novel fails fa
 # A shared Space has one decode slot: bound what one request can hold it for. Each decode (EAGLE,
 # then vanilla) stops after this many seconds; vanilla then decodes as many tokens as EAGLE did.
 RUN_BUDGET_S = float(os.environ.get("EAGLE_APP_RUN_BUDGET_S", "60"))
+# Fair share: while somebody waits in line behind a run, each of its decodes stops after this many
+# seconds instead (a class of thirty sharing one slot should not wait behind 512-token runs).
+FAIR_BUDGET_S = float(os.environ.get("EAGLE_APP_FAIR_BUDGET_S", "20"))
 
 class ModelHolder:
     """The read-only engine, loaded once in a background thread and shared by every user."""
@@ -121,17 +125,26 @@ def check_prompt(prompt) -> str:
 
 class Deadline:
     """A stop flag for one decode: set by the user's Stop, or by the clock once `budget_s` has
-    passed since `arm()`. The engine only calls `is_set()` once per cycle."""
+    passed since `arm()`, or `fair_s` while `crowded()` says others wait. The engine only calls
+    `is_set()` once per cycle. `limit` names the clock limit that ended the decode, if one did."""
 
-    def __init__(self, user: threading.Event, budget_s: float):
-        self.user, self.budget_s, self.end = user, budget_s, float("inf")
+    def __init__(self, user: threading.Event, budget_s: float, fair_s: float = float("inf"),
+                 crowded: Callable[[], bool] = lambda: False):
+        self.user, self.budget_s, self.fair_s, self.crowded = user, budget_s, fair_s, crowded
+        self.t0, self.limit = float("inf"), None
 
     def arm(self) -> "Deadline":
-        self.end = time.perf_counter() + self.budget_s
+        self.t0 = time.perf_counter()
         return self
 
     def expired(self) -> bool:
-        return time.perf_counter() >= self.end
+        if self.limit is None:
+            elapsed = time.perf_counter() - self.t0
+            if elapsed >= self.budget_s:
+                self.limit = "budget"
+            elif elapsed >= self.fair_s and self.crowded():
+                self.limit = "fair"
+        return self.limit is not None
 
     def is_set(self) -> bool:
         return self.user.is_set() or self.expired()
@@ -144,7 +157,8 @@ class Worker:
 
     Messages on `events`: ("start", kind, perf_counter at the start), ("cycle", kind, CycleRecord),
     ("done", kind, Run), ("error", kind, str), and finally ("end", None, None). kind is "eagle" or
-    "vanilla". `timed_out` holds the kinds that hit RUN_BUDGET_S. Finished runs get readable
+    "vanilla". `timed_out` maps the kinds that hit a clock limit to "budget" (RUN_BUDGET_S) or
+    "fair" (FAIR_BUDGET_S while others waited). Finished runs get readable
     labels for byte-level tokens (`readable_run`) after their clock has stopped."""
 
     engine: Engine
@@ -154,7 +168,9 @@ class Worker:
     stop: threading.Event = field(default_factory=threading.Event)
     events: "queue.Queue" = field(default_factory=queue.Queue)
     budget_s: float = RUN_BUDGET_S
-    timed_out: set = field(default_factory=set)
+    fair_s: float = FAIR_BUDGET_S
+    crowded: Callable[[], bool] = lambda: False  # are others waiting for the decode slot?
+    timed_out: dict = field(default_factory=dict)
     threads: int = 0
 
     def plan(self) -> list[tuple[str, DecodeSettings]]:
@@ -179,14 +195,14 @@ class Worker:
                 if kind == "vanilla" and eagle_tokens is not None:
                     s = s.with_(max_new_tokens=eagle_tokens)  # EAGLE hit the time limit: compare like for like
                 try:
-                    flag = Deadline(self.stop, self.budget_s)
+                    flag = Deadline(self.stop, self.budget_s, self.fair_s, self.crowded)
                     gen = self.engine.generate(self.prompt, s, flag)
                     self.events.put(("start", kind, time.perf_counter()))
                     flag.arm()
                     for rec in gen:
                         self.events.put(("cycle", kind, rec))
                     if flag.expired() and not self.stop.is_set():
-                        self.timed_out.add(kind)
+                        self.timed_out[kind] = flag.limit
                         if kind == "eagle":
                             eagle_tokens = max(gen.run.summary.new_tokens, 1)
                     self.events.put(("done", kind, readable_run(gen.run, self.engine.target.tokenizer)))
@@ -211,54 +227,81 @@ class Worker:
                 pass
 
 
+class Ticket:
+    """One request's place in the decode line. Compared by identity: two waiting runs with the
+    same settings are two tickets (as plain dicts they were equal, and `leave` could remove the
+    wrong one, leaving a dead ticket at the head of the line for good)."""
+
+    __slots__ = ("tokens", "since")
+
+    def __init__(self, tokens: int):
+        self.tokens = tokens
+        self.since: float | None = None  # when it got the slot
+
+    def __repr__(self) -> str:
+        return f"Ticket(tokens={self.tokens}, since={self.since}, id={id(self):#x})"
+
+
 class DecodeLine:
     """The one decode slot, first come first served. Every request joins the line with an
     estimate of its own duration; a waiting request sees its place and the expected wait, and
-    can leave at once (Stop) without ever running. Replaces Gradio's concurrency limit for the
-    decode events, whose queue a user cannot leave without losing the page's contents."""
+    can leave at once (Stop, a closed tab, a new Generate) without ever running. Replaces
+    Gradio's concurrency limit for the decode events, whose queue a user cannot leave without
+    losing the page's contents. Tickets are found by identity, never by value."""
 
     def __init__(self, rate: float = 8.0):
         self._cv = threading.Condition()
-        self._line: list[dict] = []  # [0] holds the slot
+        self._line: list[Ticket] = []  # [0] holds the slot
         self.rate = rate  # tokens/s of recent decodes, for estimates
 
-    def join(self, tokens: int) -> dict:
-        ticket = {"tokens": tokens, "since": None}
+    def join(self, tokens: int) -> Ticket:
+        ticket = Ticket(tokens)
         with self._cv:
             self._line.append(ticket)
             self._grant()
         return ticket
 
     def _grant(self) -> None:
-        if self._line and self._line[0]["since"] is None:
-            self._line[0]["since"] = time.perf_counter()
+        if self._line and self._line[0].since is None:
+            self._line[0].since = time.perf_counter()
         self._cv.notify_all()
 
-    def wait(self, ticket: dict, timeout: float) -> bool:
+    def _index(self, ticket: Ticket) -> int | None:
+        return next((i for i, t in enumerate(self._line) if t is ticket), None)
+
+    def wait(self, ticket: Ticket, timeout: float) -> bool:
         """True once `ticket` holds the slot (waits at most `timeout` seconds)."""
         with self._cv:
-            return self._cv.wait_for(lambda: self._line and self._line[0] is ticket, timeout)
+            return self._cv.wait_for(lambda: bool(self._line) and self._line[0] is ticket, timeout)
 
-    def place(self, ticket: dict) -> tuple[int, float]:
+    def place(self, ticket: Ticket) -> tuple[int, float]:
         """(requests ahead of this one, estimated seconds until it gets the slot)."""
         with self._cv:
-            if ticket not in self._line:
+            i = self._index(ticket)
+            if i is None:
                 return 0, 0.0
-            ahead = self._line[:self._line.index(ticket)]
-            wait = 0.0
-            for t in ahead:
-                cost = self.estimate_s(t["tokens"])
-                wait += cost - (time.perf_counter() - t["since"]) if t["since"] is not None else cost
-            return len(ahead), max(wait, 0.0)
+            now, wait = time.perf_counter(), 0.0
+            for t in self._line[:i]:
+                cost = self.estimate_s(t.tokens)
+                wait += cost - (now - t.since) if t.since is not None else cost
+            return i, max(wait, 0.0)
+
+    def waiting(self) -> int:
+        """How many requests wait behind the one holding the slot."""
+        with self._cv:
+            return max(len(self._line) - 1, 0)
 
     def estimate_s(self, tokens: int) -> float:
-        return min(tokens / max(self.rate, 0.1), 2 * RUN_BUDGET_S)
+        """Seconds a run of `tokens` (both decodes) will hold the slot while others wait behind it."""
+        return min(tokens / max(self.rate, 0.1), 2 * min(RUN_BUDGET_S, FAIR_BUDGET_S))
 
-    def leave(self, ticket: dict, tokens: int = 0, seconds: float = 0.0) -> None:
-        """Give the slot (or the place in line) back; `tokens` decoded in `seconds` update the rate."""
+    def leave(self, ticket: Ticket, tokens: int = 0, seconds: float = 0.0) -> None:
+        """Give the slot (or the place in line) back; `tokens` decoded in `seconds` update the rate.
+        Removes exactly this ticket; leaving twice is harmless."""
         with self._cv:
-            if ticket in self._line:
-                self._line.remove(ticket)
+            i = self._index(ticket)
+            if i is not None:
+                del self._line[i]
             if tokens and seconds > 0.5:
                 self.rate = 0.7 * self.rate + 0.3 * tokens / seconds
             self._grant()

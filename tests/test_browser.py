@@ -164,14 +164,44 @@ def test_stop_a_waiting_run_and_a_replaced_run(page_url, browser):
     expect(b.locator("#eg-comparison")).to_contain_text("EAGLE tokens/s")  # the example's cards stayed
     expect(b.locator("#eg-tree .js-plotly-plot")).to_be_visible()
 
-    a.locator("#eg-generate").click()  # a second click replaces the first run ...
-    a.wait_for_timeout(1500)
+    a.locator("#eg-generate").click()  # a second click replaces the first run: the new one runs ...
+    a.wait_for_timeout(3000)
+    assert "Done." not in a.locator("#eg-status").inner_text()  # (it used to end the first run only)
+    expect(a.locator("#eg-status")).to_contain_text("The page stays still")
     a.locator("#eg-stop").click()  # ... and Stop reaches the new one
     expect(a.locator("#eg-status")).to_contain_text("Done.", timeout=60_000)
     expect(a.locator("#eg-status")).to_contain_text("stopped by you")
     assert "(stopped: stopped)" not in a.locator("#eg-status").inner_text()
     a.close()
     b.close()
+
+
+def test_a_class_shares_the_line(page_url, browser):
+    """Issue 28: X runs 200 tokens, Y and Z queue with the default settings, Z is told "2 runs
+    ahead" and closes its tab, W arrives later: Y and W both get their own replies."""
+    from playwright.sync_api import expect
+
+    x, y, z = (open_page(browser, page_url) for _ in range(3))
+    x.locator("#eg-prompt textarea").fill("Tell me a long story about a lighthouse keeper.")
+    set_number(x, "eg-maxnew", 200)
+    x.locator("#eg-generate").click()
+    expect(x.locator("#eg-status")).to_contain_text("The page stays still", timeout=60_000)
+    for page, prompt, ahead in ((y, "Name a colour.", "1 run ahead"), (z, "Name a colour.", "2 runs ahead")):
+        page.locator("#eg-prompt textarea").fill(prompt)
+        page.locator("#eg-generate").click()
+        expect(page.locator("#eg-status")).to_contain_text(ahead, timeout=30_000)
+    z.close()  # closing the tab leaves the line
+    w = open_page(browser, page_url)
+    w.locator("#eg-prompt textarea").fill("Name a fruit.")
+    w.locator("#eg-generate").click()
+    replies = []
+    for page in (y, w):
+        expect(page.locator("#eg-status")).to_contain_text("Done.", timeout=300_000)
+        replies.append(page.locator("#eg-text").inner_text())
+    assert all(r.strip() for r in replies) and replies[0] != replies[1], replies  # a colour, a fruit
+    expect(x.locator("#eg-status")).to_contain_text("Done.", timeout=60_000)
+    for page in (x, y, w):
+        page.close()
 
 
 def test_trace_strings_are_text_and_chinese_is_readable(page_url, browser, tmp_path):

@@ -222,3 +222,30 @@ def test_per_language_rows_table_and_figure():
              {"head": "h", "method": "eagle2", "runs": results[0]["runs"][2:]}]
     merged = merge_results(split)
     assert len(merged) == 1 and len(merged[0]["runs"]) == 4
+
+
+def test_captions_tell_a_chance_rejection_from_a_wrong_guess():
+    """Issue 28: under sampling a likely draft can lose its draw, so "the guesses all missed" would
+    be wrong; drafts after a rejected parent or an accepted sibling were never tested."""
+    from dataclasses import replace
+
+    from viz.text import cycle_caption
+
+    rejected_all = chain_cycle((REJECTED, NOT_REACHED, NOT_REACHED, NOT_REACHED))
+    greedy = cycle_caption(rejected_all)
+    sampled = cycle_caption(replace(rejected_all, rule="point_mass"))
+    assert "top choice" in greedy and "chance" not in greedy
+    assert "chance" in sampled and "missed" not in sampled
+    assert "3 other drafts were never tested" in greedy
+
+
+def test_learn_text_states_its_sources_and_measured_costs():
+    """Issue 28, item 5: the Learn tab's claims as corrected (each names its source or measurement)."""
+    from viz import learn
+
+    text = " ".join((learn.FEATURES, learn.TREE, learn.VERIFY, learn.OTHERS, learn.LANGUAGES, learn.GLOSSARY))
+    assert "second-to-top-layer hidden state" not in text and "after the final norm" in text
+    assert "about two single-token" not in text and "1.41–1.50" in text
+    assert "τ 3.98" in text and "τ 4.83" in text and "τ 6.65" in text  # EAGLE-1/2/3, each its own paper
+    assert "half precision" in learn.VERIFY and "q` plays no part" in learn.VERIFY
+    assert "do not compound" not in text

@@ -12,8 +12,11 @@ tokens: the `a` accepted drafts plus the target's own next token, the **bonus to
 FEATURES = """
 ### EAGLE drafts features, not tokens
 EAGLE's drafter is one small transformer layer (the *auto-regression head*) that predicts the
-target's next **feature** — its second-to-top-layer hidden state — instead of the next token.
-The target's own frozen LM head turns each predicted feature into token probabilities `q`.
+target's next **feature** instead of the next token. The feature is the target's top feature: its
+last hidden state after the final norm, the vector its LM head reads (the EAGLE paper calls it the
+"second-to-top layer", counting the LM head as the top; the official code takes the model's final,
+normed output). For EAGLE-1 and EAGLE-2 the target's own frozen LM head turns each predicted
+feature into token probabilities `q`.
 Why one layer? The drafter runs several times per cycle, so it must be far cheaper than the
 target. Here a second layer was tried: it raised the head's accuracy by half a point, left the
 accepted length unchanged and doubled the drafting time. What raised it was data like the questions
@@ -40,10 +43,11 @@ uncertain ones get wide, shallow ones.
 one linear layer, instead of only the top feature, which is tuned to predict just the next token.
 It drops the feature-regression loss and trains on tokens alone, with a *training-time test*:
 several draft steps unrolled during training, each feeding the head its own previous output,
-exactly as at draft time. So its errors do not compound with depth the way EAGLE-1/2's do, and
-deeper drafts get accepted (the paper: τ ≈ 6.5 against ≈ 4.8 for EAGLE-2 on Vicuna-13B). It
-drafts from its own small vocabulary (`d2t` maps a draft id to a target id); verification still
-uses the full one, so the output stays exactly the target's. The EAGLE-3 head shipped here for
+exactly as at draft time. Its acceptance then stays nearly flat with depth instead of falling
+away, and deeper drafts get accepted (the EAGLE-3 paper, Vicuna-13B, MT-bench, temperature 0:
+τ 6.65 against 4.83 for EAGLE-2). It has its own final norm and its own LM head over a small
+draft vocabulary (`d2t` maps a draft id to a target id), where EAGLE-1/2 borrow the target's LM
+head; verification still uses the target's full vocabulary, so the output stays the target's. The EAGLE-3 head shipped here for
 SmolLM2 has had 1.5 hours of training on a CPU (~1.4 M tokens): τ 1.60 on MT-bench against 1.92
 for the EAGLE-2 head, which has had far more (its first 29 minutes gave 1.45). Its accuracy
 was still climbing when training stopped (first guess right 29% → 37% of the time over its last
@@ -61,14 +65,25 @@ siblings never see each other, and each node sits at position *context length + 
 VERIFY = """
 ### Verification, and why the output is unchanged ("lossless")
 - **Greedy** (temperature 0): walk down from the root; a child is accepted only if it *is* the
-  target's top token there. The result is therefore token-for-token the text vanilla greedy
-  decoding would write — the comparison panel checks this on every run.
-- **Sampling**: at each node, child `c` is accepted with probability `p(c)`; after a rejection
-  its probability is set to 0 and the rest renormalised (the *residual*) before the next
-  sibling is tried; if all fail, the bonus is sampled from what is left. For sampled drafts the
-  classic rule accepts `x` with probability `min(1, p(x)/q(x))` and otherwise samples from
-  `norm(max(0, p − q))`. Summing both branches gives exactly `p(x)`: every token still follows
-  the target's distribution.
+  target's top token there. The result is therefore the text vanilla greedy decoding would write,
+  token for token — the comparison panel checks this on every run. That is exact arithmetic's
+  promise: here, in float32, it holds because the engine's kernels give a token the same logits
+  whether the target reads it alone or inside a tree. In half precision (bf16/fp16, as GPUs
+  usually run) a forward over k tokens rounds differently from a forward over one, so where the
+  target's top two tokens are nearly tied the two runs can part; the EAGLE maintainers say the
+  same of FP16. Each run is still a correct greedy decode of the target to within that rounding.
+- **Sampling**: here the drafts are the head's top-k picks, not samples, so each child is a
+  point mass and `q` plays no part in the test: child `c` is accepted with probability `p(c)`;
+  after a rejection its probability is set to 0 and the rest renormalised (the *residual*) before
+  the next sibling is tried, so a later sibling passes when `u < p(c)` over the mass left; if all
+  fail, the bonus is sampled from what is left. (EAGLE-1 as published samples its drafts and uses
+  the classic rule; this app's EAGLE-1 uses the same top-k rule as EAGLE-2.) For sampled drafts
+  the classic rule accepts `x` with probability `min(1, p(x)/q(x))` and otherwise samples from
+  `norm(max(0, p − q))` (the `chain` method at temperature > 0). Summing both branches gives
+  exactly `p(x)`: every token still follows the target's distribution. Under sampling a draft the
+  target itself finds likely can still lose its draw: a rejection is chance, not a wrong guess.
+- **One pass, two uses**: the verification forward also yields the target's true features at the
+  accepted tokens, and the next cycle drafts from them; no extra pass is needed.
 """
 
 OTHERS = """
@@ -77,25 +92,38 @@ OTHERS = """
   family, and its guesses come from a different model.
 - **Medusa** adds heads that guess tokens t+2, t+3… from the last feature alone and combines
   their top-k choices as a **Cartesian product** (figure): the heads never see each other's
-  choice, so the tree contains nonsense paths such as *“I am begin”*.
+  choice, so the tree contains nonsense paths such as *“I am begin”*. (Medusa's shipped tree is a
+  tuned 63-node subset of that product, and its "typical acceptance" option trades exactness for
+  speed; EAGLE's verification never does.)
 - **Prompt lookup** copies n-grams from the prompt: excellent for edits and summaries that
   repeat the input, useless for original writing.
 - **EAGLE** uses the target's own features plus the sampled token, so its drafts are both
-  cheap and context-aware; published results reach τ ≈ 4 and 2–3× speedups on GPUs.
+  cheap and context-aware. Published, Vicuna-13B on MT-bench at temperature 0 on GPUs: EAGLE-1
+  τ 3.98 (about 3×), EAGLE-2 τ 4.83 (about 4×), EAGLE-3 τ 6.65 (about 5.6×), each from its own
+  paper; on Spec-Bench (Vicuna-7B, A100, greedy) EAGLE-2 gives 2.36× at τ 4.34.
+- **Why ranking by q works** (EAGLE-2's finding): the head's confidence predicts how likely the
+  target is to accept a draft, so the tree can grow where acceptance is likely. That is also why
+  EAGLE-2 needs no new training: it reuses EAGLE-1's head and changes only how the tree is built.
+- **How the head learns** (EAGLE-1/2): from the target's features on training text, predict the
+  next feature (a SmoothL1 loss) and, through the frozen LM head, the next token (a cross-entropy
+  weighted 0.1); EAGLE-3 keeps only the token loss.
 """
 
 LANGUAGES = """
 ### English and Chinese: the same questions, different acceptance
 The same benchmark asked in English and in Chinese (table and figure, measured here with the shipped
-tenth head; `docs/training.md` has the commands). The EAGLE papers' readers expect the head to
-accept less in Chinese: SmolLM2 is trained mostly on English, and its byte-level vocabulary splits
-many Chinese characters into two or three tokens, some of them single bytes that only make sense
-together (the tree shows them as ‹E4 BD›). The second head, trained on English-heavy reference
+tenth head; `docs/training.md` has the commands). One might expect the head to accept less in
+Chinese (the EAGLE papers do not measure Chinese; the official EAGLE README notes that
+non-English data was removed from one head's training set): SmolLM2 is trained mostly on
+English, and its byte-level vocabulary splits most Chinese characters into two or three tokens,
+some of them single bytes that only make sense together (the tree shows them as ‹E4 BD›).
+τ counts tokens, not characters, so a Chinese τ is not Chinese text per pass: a character that
+takes three tokens needs three accepted drafts. The second head, trained on English-heavy reference
 answers, showed that gap on MGSM's grade-school maths (tau 2.11 vs 1.64). The later heads learned
 from the target's own answers, Chinese prompts among them, and the gap closed: MGSM 2.26 in
-English vs 2.29 in Chinese. On MT-bench's open-ended questions Chinese comes out ahead (2.28 vs
-1.92): free English writing is hard to guess, and 16 prompts a set is a first measurement, not a
-ranking. Verification stays lossless in any language: a poorer guess costs speed, never
+English vs 2.29 in Chinese. On MT-bench's open-ended questions Chinese has the higher τ (2.28 vs
+1.92), in tokens: free English writing is hard to guess, part of the Chinese gain is bytes of one
+character following each other, and 16 prompts a set is a first measurement, not a ranking. Verification stays lossless in any language: a poorer guess costs speed, never
 correctness.
 """
 
@@ -104,13 +132,19 @@ GLOSSARY = """
 | term | meaning |
 |---|---|
 | **τ (tau)**, mean accepted length | tokens committed per target forward pass, bonus included; vanilla = 1.00 |
-| **acceptance rate** | share of tested draft tokens the target accepted (the depth chart shows it per level) |
+| **acceptance rate at depth d** | of the cycles whose accepted path reached depth d − 1, the share that accepted a draft at depth d too (the depth chart plots it per depth; depth counts tree levels below the root) |
 | **bonus token** | the target's own token after the accepted path; every cycle yields at least this one |
 | **speedup** | tokens/s of EAGLE ÷ tokens/s of vanilla, same prompt, same machine, one after the other |
 | **p, q** | target probability, draft probability of a token |
 | **cycle** | one draft → verify → accept step (one target forward) |
 
-*On this app's CPU a cycle costs about two single-token target passes plus drafting, so EAGLE
-only wins when τ is well above 2. With the untrained fallback head τ ≈ 1: the output is still
-exactly right, just not faster.*
+*What a cycle costs decides where EAGLE wins. Measured on this project's 2-core CPUs with the
+CPU tree (4 drafted tokens, 2 deep), a cycle costs 1.41–1.50 single-token target passes (full
+MT-bench), so EAGLE wins once τ passes about 1.5: the shipped head's τ 1.92 gives 1.34×. The
+readable tree (12 tokens, 4 deep) verifies 13 tokens, which costs about 1.4–1.8 passes on the
+CPU before drafting (t(8)/t(1) = 1.38 and t(16)/t(1) = 1.84, measured), so it needs τ near 2 just
+to break even. The published GPU tree verifies 61 tokens: about 5 passes on this CPU
+(t(64)/t(1) = 5.1), so it loses here even at τ 2.87, while on a GPU a 61-token pass costs about as
+much as one. With the untrained fallback head τ ≈ 1: the output is still exactly right, just not
+faster.*
 """

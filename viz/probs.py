@@ -17,7 +17,7 @@ from .style import (BLUE, BONUS, GREEN, INK, LEGEND_ROOM, SKY, VERMILLION, base_
 
 RULE_TITLES = {
     "greedy": "greedy rule: accept a draft iff it is the target's top token",
-    "point_mass": "sampling rule: accept if the draw u < p (renormalised after rejected siblings)",
+    "point_mass": "sampling rule: accept if u < p (later siblings: p over the mass rejected ones left)",
     "ratio": "speculative sampling: accept if the draw u < min(1, p/q)",
 }
 

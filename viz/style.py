@@ -19,7 +19,7 @@ BONUS = ORANGE
 DECISION_STYLE = {
     ACCEPTED: (GREEN, "circle", "solid", 5, "accepted (draft matched the target)"),
     REJECTED: (VERMILLION, "x", "dash", 2, "rejected (tested, refused)"),
-    NOT_REACHED: (GREY, "circle-open", "dot", 1.5, "never reached (parent rejected)"),
+    NOT_REACHED: (GREY, "circle-open", "dot", 1.5, "never tested"),
 }
 ROOT_NAME = "root (last committed token)"
 BONUS_NAME = "bonus (the target's own token)"

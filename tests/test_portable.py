@@ -1,0 +1,143 @@
+"""The portable path a GPU takes: stock modules (no custom CPU kernels, no lean forward), the tree
+mask through transformers' own attention, and half precision.
+
+- float32, stock: greedy EAGLE-1/2/3 and chain equal vanilla token for token, and sampling keeps
+  the target's distribution (the point-mass and min(1, p/q) rules).
+- bfloat16 / float16, stock: a k-row forward rounds differently from a 1-row one, so greedy
+  decodes may part; where they do, it must be at a near-tie (eagle_core.parting), never at a
+  clear winner. A broken tree mask (siblings seeing each other) parts at a clear winner: the
+  control that shows this test can fail.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import tiny_head, tiny_target
+from eagle_core import DecodeSettings, Engine, from_model
+from eagle_core.parting import first_parting
+from test_head3 import tiny_head3, tiny_target8
+
+WIDE = dict(depth=6, tree_top_k=8, total_tokens=40)
+TREES = {
+    "eagle2": dict(method="eagle2", depth=4, tree_top_k=4, total_tokens=12),
+    "eagle2-wide": dict(method="eagle2", depth=6, tree_top_k=8, total_tokens=40),
+    "eagle1": dict(method="eagle1"),
+    "chain": dict(method="chain", chain_length=5),
+}
+PROMPTS = ["a", "hello world", "the quick brown fox jumps over the lazy dog " * 3]
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def stock(target, dtype=torch.float32):
+    """The same tiny model, on the stock path, in `dtype`."""
+    t = from_model(target.model.to(dtype), target.tokenizer, name=target.name, eos_ids=target.eos_ids,
+                   kernels="stock")
+    assert t.forward_path == "transformers" and t.dtype == dtype
+    return t
+
+
+def greedy(engine, prompt, **tree):
+    return engine.run(prompt, DecodeSettings(max_new_tokens=40, chat_template=False, **tree)).summary.token_ids
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+@pytest.mark.parametrize("seed, vocab", [(0, 24), (1, 8), (3, 8)])
+def test_float32_stock_greedy_equals_vanilla(kind, seed, vocab):
+    target = stock(tiny_target(kind, seed=seed, vocab=vocab))
+    engine = Engine(target, tiny_head(target, seed=seed + 10))
+    for prompt in PROMPTS:
+        van = greedy(engine, prompt, method="vanilla")
+        for tree in TREES.values():
+            assert greedy(engine, prompt, **tree) == van, tree
+
+
+@pytest.mark.parametrize("seed, vocab", [(0, 24), (1, 8)])
+def test_float32_stock_eagle3_greedy_equals_vanilla(seed, vocab):
+    target = stock(tiny_target8(vocab=vocab, seed=seed))
+    engine = Engine(target, head3=tiny_head3(target, seed=seed + 10), head3_name="random")
+    for prompt in PROMPTS:
+        assert greedy(engine, prompt, method="eagle3", **WIDE) == greedy(engine, prompt, method="vanilla")
+
+
+def partings(engine, target, methods):
+    """(runs, [Parting of each run that differed from vanilla])."""
+    runs, parted = 0, []
+    for prompt in PROMPTS:
+        ids = target.encode_prompt(prompt, chat_template=False)
+        van = greedy(engine, prompt, method="vanilla")
+        for tree in methods:
+            out = greedy(engine, prompt, **tree)
+            runs += 1
+            p = first_parting(target, ids, van, out)
+            if p is not None:
+                parted.append(p)
+    return runs, parted
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_half_precision_parts_only_at_near_ties(dtype):
+    total, parted = 0, []
+    for kind, seed, vocab in (("llama", 0, 24), ("llama", 1, 8), ("qwen2", 2, 24), ("llama", 3, 8)):
+        target = stock(tiny_target(kind, seed=seed, vocab=vocab), DTYPES[dtype])
+        engine = Engine(target, tiny_head(target, seed=seed + 10).to(DTYPES[dtype]))
+        n, p = partings(engine, target, TREES.values())
+        total, parted = total + n, parted + p
+    t8 = stock(tiny_target8(vocab=8, seed=1), DTYPES[dtype])
+    e3 = Engine(t8, head3=tiny_head3(t8, seed=11).to(DTYPES[dtype]), head3_name="random")
+    n, p = partings(e3, t8, [dict(method="eagle3", **WIDE)])
+    total, parted = total + n, parted + p
+    assert all(p.near_tie for p in parted), [p.to_dict() for p in parted if not p.near_tie]
+    assert len(parted) <= total // 4, (len(parted), total)  # mostly identical all the same
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_broken_tree_mask_parts_at_a_clear_winner(monkeypatch, dtype):
+    """The control: a tree mask that hides the committed context from the tree's nodes. Greedy
+    EAGLE then accepts drafts the target would not have chosen, and the parting is no near-tie
+    (in float32 already a leak between siblings is caught; bfloat16's tolerance is wider)."""
+    import eagle_core.decode as decode
+
+    real = decode.tree_attention_mask
+
+    def broken(parents, L, dtype=torch.float32, device="cpu"):
+        mask = real(parents, L, dtype=dtype, device=device).clone()
+        if mask.dtype == torch.float32:
+            mask[..., L:] = 0  # siblings and cousins see each other
+        else:
+            mask[..., 1:L] = torch.finfo(mask.dtype).min  # the context is hidden (but its first token)
+        return mask
+
+    monkeypatch.setattr(decode, "tree_attention_mask", broken)
+    target = stock(tiny_target("llama", seed=1, vocab=8), dtype)
+    engine = Engine(target, tiny_head(target, seed=11).to(dtype))
+    _, parted = partings(engine, target, [TREES["eagle2-wide"]])
+    assert parted and any(not p.near_tie for p in parted), [p.to_dict() for p in parted]
+
+
+N_DRAWS = 600
+
+
+@pytest.mark.parametrize("method", ["eagle2", "chain"])
+def test_float32_stock_sampling_keeps_the_target_distribution(method):
+    """The 2nd generated token goes through drafting and the point-mass (eagle2) or min(1, p/q)
+    (chain) rule; its frequencies must follow the target's marginal p(x2) at temperature 1."""
+    target = stock(tiny_target("llama", seed=5, vocab=8))
+    with torch.no_grad():
+        target.model.lm_head.weight.mul_(0.05)  # a spread-out distribution, so sampling matters
+    engine = Engine(target, tiny_head(target, seed=6))
+    ids = target.encode_prompt("hi", chat_template=False)
+    with torch.no_grad():
+        p1 = torch.softmax(target.model(torch.tensor([ids])).logits[0, -1].double(), -1)
+        p2 = sum(p1[a] * torch.softmax(target.model(torch.tensor([ids + [a]])).logits[0, -1].double(), -1)
+                 for a in range(8))
+    tree = dict(depth=1, tree_top_k=3, total_tokens=3) if method == "eagle2" else dict(chain_length=2)
+    counts, accepted = torch.zeros(8, dtype=torch.float64), 0
+    for seed in range(N_DRAWS):
+        run = engine.run("hi", DecodeSettings(method=method, max_new_tokens=3, temperature=1.0, seed=seed,
+                                              chat_template=False, **tree))
+        counts[run.summary.token_ids[1]] += 1
+        accepted += run.cycles[0].accepted_drafts
+    tv = 0.5 * float((counts / counts.sum() - p2).abs().sum())
+    assert accepted > N_DRAWS // 10  # drafts really were accepted, not only bonus tokens
+    assert tv < 0.07  # sampling noise with 600 draws over 8 outcomes is ~0.03

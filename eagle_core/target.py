@@ -56,10 +56,37 @@ def pick_device(device: str | None = None) -> str:
     return "cpu"
 
 
-def default_dtype(device: str) -> torch.dtype:
+SMALL_TARGET_PARAMS = 1.5e9  # below this a GPU runs the target in float32
+
+
+def native_bf16(device: str = "cuda") -> bool:
+    """True where the GPU computes in bfloat16 natively (compute capability 8.0 and up: A100, H100,
+    L4, RTX 30xx and later). `torch.cuda.is_bf16_supported()` also says yes on a T4 (7.5), which
+    only emulates it."""
+    return torch.cuda.get_device_capability(device)[0] >= 8
+
+
+def default_dtype(device: str, n_params: float | None = None) -> torch.dtype:
+    """float32 wherever it is affordable, since only float32 keeps greedy EAGLE identical to vanilla
+    token for token (half precision rounds a k-token forward differently from a 1-token one, and
+    near-ties can flip: eagle_core.parting). CPU and MPS: float32. CUDA: float32 for targets under
+    SMALL_TARGET_PARAMS (SmolLM2-135M takes 0.5 GB so), else bfloat16 where native, float16 elsewhere."""
     if device.startswith("cuda"):
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.float32  # CPU and MPS: float32 (exact, and fast enough for 135M parameters)
+        if n_params is not None and n_params < SMALL_TARGET_PARAMS:
+            return torch.float32
+        return torch.bfloat16 if native_bf16(device) else torch.float16
+    return torch.float32
+
+
+def estimate_params(cfg) -> float:
+    """Parameters of a Llama-family causal LM from its config alone (before loading any weight)."""
+    h, inter, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    heads = cfg.num_attention_heads
+    kv = getattr(cfg, "num_key_value_heads", None) or heads
+    head_dim = getattr(cfg, "head_dim", None) or h // heads
+    attn = h * heads * head_dim * 2 + h * kv * head_dim * 2  # q, o; k, v
+    embed = cfg.vocab_size * h * (1 if getattr(cfg, "tie_word_embeddings", False) else 2)
+    return float(embed + layers * (attn + 3 * h * inter))
 
 
 @dataclass
@@ -92,6 +119,7 @@ class Target:
             if isinstance(im_end, int) and im_end != getattr(self.tokenizer, "unk_token_id", None):
                 ids.add(im_end)
             self.eos_ids = tuple(sorted(ids))
+        self._lm_head_f32: tuple | None = None  # half precision: the LM head's weight in float32
         # after the kernels are installed: the lean decoder forward, or why the transformers one
         self._lean, self.forward_path, self.forward_note = lean.build(self)
 
@@ -107,7 +135,15 @@ class Target:
 
     @torch.inference_mode()
     def logits(self, features: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(features).float()
+        """float32 logits. A half-precision target's LM head runs in float32 too (a float32 copy of
+        its weight, made once: 2.1 GB for Llama-3-8B's), so the logits do not add bf16's coarse
+        rounding (8 significant bits) to the body's and make exact ties out of near ones."""
+        if self.dtype == torch.float32:
+            return self.lm_head(features).float()
+        if self._lm_head_f32 is None:
+            bias = getattr(self.lm_head, "bias", None)
+            self._lm_head_f32 = (self.lm_head.weight.float(), bias.float() if bias is not None else None)
+        return torch.nn.functional.linear(features.float(), *self._lm_head_f32)
 
     # -- EAGLE-3: the residual stream entering chosen decoder layers ---------------------------
     @torch.no_grad()
@@ -213,9 +249,10 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
     or "auto"), see eagle_core.kernels."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from transformers import AutoConfig
+
     t0 = time.perf_counter()
     device = pick_device(device)
-    dtype = dtype or default_dtype(device)
     name = model or DEFAULT_MODEL
     kind = "hub/dir"
     if name == DEFAULT_MODEL:
@@ -232,8 +269,10 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
             path = cache_dir
     else:
         path = name
+    dtype = dtype or default_dtype(device, estimate_params(AutoConfig.from_pretrained(path)))
     tok = AutoTokenizer.from_pretrained(path)
-    m = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    # on a GPU the weights load straight onto it (an 8B target never passes through host memory whole)
+    m = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **({"device_map": device} if device != "cpu" else {}))
     mtype = getattr(m.config, "model_type", "?")
     if mtype not in SUPPORTED_TYPES:
         raise ValueError(f"model type {mtype!r} is not supported; use a {'/'.join(SUPPORTED_TYPES)} model")

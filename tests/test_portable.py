@@ -141,3 +141,34 @@ def test_float32_stock_sampling_keeps_the_target_distribution(method):
     tv = 0.5 * float((counts / counts.sum() - p2).abs().sum())
     assert accepted > N_DRAWS // 10  # drafts really were accepted, not only bonus tokens
     assert tv < 0.07  # sampling noise with 600 draws over 8 outcomes is ~0.03
+
+
+def test_dtype_policy(monkeypatch):
+    """float32 wherever affordable (it alone keeps greedy identity); bf16 only where native."""
+    from eagle_core import target as tg
+
+    assert tg.default_dtype("cpu", 8e9) == torch.float32
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))  # a T4
+    assert tg.default_dtype("cuda", 135e6) == torch.float32
+    assert tg.default_dtype("cuda", 8e9) == torch.float16
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))  # an A100
+    assert tg.default_dtype("cuda", 8e9) == torch.bfloat16 and tg.default_dtype("cuda", 1e9) == torch.float32
+
+
+def test_params_are_estimated_from_the_config(default_target):
+    from eagle_core.target import estimate_params
+
+    n = sum(p.numel() for p in default_target.model.parameters())
+    assert abs(estimate_params(default_target.config) - n) / n < 0.01
+
+
+def test_half_precision_logits_are_float32():
+    t32 = tiny_target("llama", seed=4, vocab=24)
+    feats = torch.randn(1, 3, 64)
+    ref = torch.nn.functional.linear(feats, t32.model.lm_head.weight.to(torch.bfloat16).float())
+    t16 = stock(t32, torch.bfloat16)
+    out = t16.logits(feats.to(torch.bfloat16))
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, torch.nn.functional.linear(feats.to(torch.bfloat16).float(),
+                                                               t16.lm_head.weight.float()))
+    assert (out - ref).abs().max() < 0.1  # and close to the float32 product

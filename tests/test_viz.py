@@ -249,3 +249,20 @@ def test_learn_text_states_its_sources_and_measured_costs():
     assert "τ 3.98" in text and "τ 4.83" in text and "τ 6.65" in text  # EAGLE-1/2/3, each its own paper
     assert "half precision" in learn.VERIFY and "q` plays no part" in learn.VERIFY
     assert "do not compound" not in text
+
+
+def test_partial_characters_show_the_character_they_build():
+    """Issue 28: a node holding part of a Chinese character shows the character and its share of
+    the bytes when a node below it (or the bonus) completes it, and is marked unfinished otherwise."""
+    from viz.style import cycle_texts
+
+    def node(i, text, parent, depth, decision):
+        return DraftNode(i, 10 + i, text, parent, depth, 0.5, -0.7 * depth, 0.4, decision)
+
+    nodes = (node(0, "我", -1, 0, ACCEPTED), node(1, "<0xE9>", 0, 1, ACCEPTED), node(2, "<0xA5>", 1, 2, ACCEPTED),
+             node(3, "<0xE5>", 0, 1, REJECTED), node(4, "<0xA5><0xBD>", 3, 2, NOT_REACHED),
+             node(5, "<0xE4>", 0, 1, REJECTED))  # 饭 = E9 A5 AD (its last byte is the bonus), 好 = E5 A5 BD
+    cycle = CycleRecord(0, 10, nodes, (0, 1, 2), 99, "<0xAD>", (10, 11, 12, 99), "饭", 1.0, 2.0, "greedy", 0.5)
+    shown, bonus = cycle_texts(cycle)
+    assert shown == {0: "我", 1: "‹饭 1/3›", 2: "‹饭 2/3›", 3: "‹好 1/3›", 4: "好", 5: "‹E4…›"}
+    assert bonus == "饭"

@@ -117,8 +117,11 @@ Chinese (the EAGLE papers do not measure Chinese; the official EAGLE README note
 non-English data was removed from one head's training set): SmolLM2 is trained mostly on
 English, and its byte-level vocabulary splits most Chinese characters into two or three tokens,
 some of them single bytes that only make sense together (the tree shows them as ‹E4 BD›).
-τ counts tokens, not characters, so a Chinese τ is not Chinese text per pass: a character that
-takes three tokens needs three accepted drafts. The second head, trained on English-heavy reference
+In the tree a token that holds part of a character is labelled with the character it builds and
+its share of the bytes (‹饭 1/3›: the first of 饭's three bytes); the node that completes it shows
+the character whole, and ‹E4…› marks a part whose rest the tree never drafted. τ counts tokens,
+not characters, so a Chinese τ is not Chinese text per pass: a character that takes three tokens
+needs three accepted drafts, and a wrong guess at any of its bytes ends the accepted path. The second head, trained on English-heavy reference
 answers, showed that gap on MGSM's grade-school maths (tau 2.11 vs 1.64). The later heads learned
 from the target's own answers, Chinese prompts among them, and the gap closed: MGSM 2.26 in
 English vs 2.29 in Chinese. On MT-bench's open-ended questions Chinese has the higher τ (2.28 vs

@@ -64,13 +64,49 @@ def _hex(b: bytes) -> str:
 
 def cycle_texts(cycle) -> tuple[dict[int, str], str]:
     """({node index: display text}, bonus display text) with split characters merged along each
-    node's path from the root (see `feed_bytes`)."""
+    node's path from the root (see `feed_bytes`). A node that holds only part of a character
+    shows that character with its share of the bytes, e.g. ‹饭 1/3›, when a node below it (or the
+    bonus token) completes the character; otherwise its bytes, marked unfinished: ‹E9 A5…›."""
     shown, pending = {}, {}
     for n in cycle.nodes:  # parents come before children
         shown[n.index], pending[n.index] = feed_bytes(pending.get(n.parent, b""), n.text)
     last = cycle.accepted[-1] if cycle.accepted else 0
     bonus, _ = feed_bytes(pending.get(last, b""), cycle.bonus_text)
+    children: dict[int, list[int]] = {}
+    for n in cycle.nodes:
+        children.setdefault(n.parent, []).append(n.index)
+    on_path = set(cycle.accepted or ())
+    for n in cycle.nodes:
+        waiting = pending[n.index]
+        if not waiting or not shown[n.index].endswith("›"):
+            continue
+        char = _completed_char(cycle, n.index, waiting, children, on_path, last)
+        marker = shown[n.index][shown[n.index].rindex("‹"):]
+        label = f"‹{char} {len(waiting)}/{len(char.encode())}›" if char else marker[:-1] + "…›"
+        shown[n.index] = shown[n.index][: -len(marker)] + label
     return shown, bonus
+
+
+def _completed_char(cycle, index, waiting: bytes, children, on_path, last) -> str | None:
+    """The character that the `waiting` bytes after node `index` become further down the tree (the
+    accepted path first, then the drafts in order) or in the bonus token after the accepted path."""
+    texts = {n.index: n.text for n in cycle.nodes}
+    stack = [(index, waiting)]
+    while stack:
+        i, pend = stack.pop()
+        nexts = [(c, texts[c]) for c in children.get(i, [])] + ([(None, cycle.bonus_text)] if i == last else [])
+        nexts.sort(key=lambda x: (x[0] is None, x[0] not in on_path))  # drafts on the accepted path first
+        deeper = []
+        for c, text in nexts:
+            if not text.startswith("<0x"):  # plain text here: the character was never finished this way
+                continue
+            out, still = feed_bytes(pend, text, show_pending=False)
+            if out and out[0] != "‹":
+                return out[0]  # the first character decoded holds the waiting bytes
+            if still and c is not None:
+                deeper.append((c, still))
+        stack.extend(reversed(deeper))
+    return None
 
 
 def plot_text(s: str) -> str:

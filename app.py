@@ -13,13 +13,13 @@ import time
 import gradio as gr
 from starlette.middleware import Middleware
 
-import app_callbacks as cb
-import app_frontend
-import app_traces as traces
-import app_views as views
+from eagle_app.callbacks import decoding as cb
+from eagle_app import frontend as app_frontend
+from eagle_app import traces
+from eagle_app import views
 import viz
-from app_callbacks import MODEL
-from app_views import OUT, VIEW
+from eagle_app.callbacks.decoding import MODEL
+from eagle_app.views import OUT, VIEW
 from eagle_core import METHOD_LABELS, METHODS, PRESETS
 from viz.examples import TRACE_DIR as EXAMPLE_DIR
 from viz.examples import cartesian_tree_cycle, example_prompts, example_traces

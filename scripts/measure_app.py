@@ -51,9 +51,9 @@ def startup(cold: bool) -> None:
 
 def ui(rounds: int = 3, max_new: int = 24) -> None:
     """tokens/s of the bare engine vs the app's Generate callback (no browser), alternating."""
-    import app_callbacks as cb
-    import app_runtime
-    import app_views
+    from eagle_app import views as app_views
+    from eagle_app import worker as app_runtime
+    from eagle_app.callbacks import decoding as cb
     from eagle_core import DecodeSettings
     from tests.app_fixtures import default_engine
 

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-import app_callbacks as cb
-import app_traces as at
-import app_views as av
+from eagle_app.callbacks import decoding as cb
+from eagle_app import traces as at
+from eagle_app import views as av
 import viz
-from app_runtime import MAX_PROMPT_CHARS, DecodeLine, ModelHolder, parse_settings, trace_dir
-from app_tokens import readable_run
+from eagle_app.worker import MAX_PROMPT_CHARS, DecodeLine, ModelHolder, parse_settings, trace_dir
+from eagle_app.tokens import readable_run
 from tests.app_fixtures import default_engine, free_port, illustration, launched_app
 from viz.examples import example_traces
 
@@ -55,7 +55,8 @@ def test_importing_the_app_loads_no_model():
     code = ("import time, gradio as gr, eagle_core, eagle_core.target as t\n"
             "def refuse(*a, **k): raise RuntimeError('load_target called')\n"
             "eagle_core.load_target = t.load_target = refuse\n"
-            "import app, app_callbacks as cb\n"
+            "import app\n"
+            "from eagle_app.callbacks import decoding as cb\n"
             "assert isinstance(app.demo, gr.Blocks)\n"
             "time.sleep(1)  # a load started by the import would have failed by now\n"
             "assert cb.MODEL.engine is None and cb.MODEL.error is None and not cb.MODEL.ready.is_set()\n"
@@ -70,8 +71,10 @@ def test_importing_the_app_loads_no_model():
 def test_app_files_stay_short():
     """The project's rule (issue 9): no file of the app over 400 lines."""
     root = os.path.dirname(app.__file__)
-    files = [f for f in os.listdir(root) if f.startswith("app") and f.endswith(".py")]
-    assert {"app.py", "app_callbacks.py", "app_views.py", "app_traces.py", "app_runtime.py"} <= set(files)
+    files = ["app.py"] + [os.path.relpath(os.path.join(d, f), root) for d, _, names in
+                          os.walk(os.path.join(root, "eagle_app")) for f in names if f.endswith(".py")]
+    assert {"app.py", "eagle_app/callbacks/decoding.py", "eagle_app/views.py", "eagle_app/traces.py",
+            "eagle_app/worker.py"} <= set(files)
     for name in files:
         with open(os.path.join(root, name), encoding="utf-8") as f:
             assert sum(1 for _ in f) < 400, name

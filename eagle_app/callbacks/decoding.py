@@ -21,10 +21,10 @@ import time
 
 import gradio as gr
 
-from app_runtime import ENGINE_THREAD, FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine, Worker, check_prompt, model_from_env, parse_settings
-from app_tokens import readable_cycle, readable_run
-from app_traces import load_example, remove_tab_folder, save_trace
-from app_views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs,
+from ..worker import ENGINE_THREAD, FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine, Worker, check_prompt, model_from_env, parse_settings
+from ..tokens import readable_cycle, readable_run
+from ..traces import load_example, remove_tab_folder, save_trace
+from ..views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs,
                        progress_line, refuse, session_id, summary_views)
 from eagle_core import PRESETS
 from eagle_core.trace import tau

@@ -10,8 +10,8 @@ import time
 import gradio as gr
 
 import viz
-from app_runtime import trace_dir
-from app_views import all_views, new_state, outputs, session_id
+from .worker import trace_dir
+from .views import all_views, new_state, outputs, session_id
 from viz.examples import example_traces, load_trace_file
 from viz.style import md_text
 

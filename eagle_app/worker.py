@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from app_tokens import readable_run
+from .tokens import readable_run
 from eagle_core import METHODS, DecodeSettings, Engine, load_default_head, load_target
 
 # One long-lived thread does all torch work of the app: loading the model and every decode.

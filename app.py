@@ -14,11 +14,12 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from eagle_app.callbacks import decoding as cb
+from eagle_app.callbacks import page
 from eagle_app import frontend as app_frontend
 from eagle_app import traces
 from eagle_app import views
 import viz
-from eagle_app.callbacks.decoding import MODEL
+from eagle_app.model import MODEL
 from eagle_app.views import OUT, VIEW
 from eagle_core import METHOD_LABELS, METHODS, PRESETS
 from viz.examples import TRACE_DIR as EXAMPLE_DIR
@@ -165,12 +166,12 @@ with gr.Blocks(title="EAGLE speculative decoding, step by step", delete_cache=(9
     pause_btn.click(lambda: gr.Timer(active=False), None, play_timer)
     play_timer.tick(views.play_tick, [state_box, slider], VIEWS + [play_timer])
     replay_btn.click(lambda s: views.summary_views(s)["replay"], state_box, replay)
-    preset.change(cb.apply_preset, preset, [depth, tree_top_k, total_tokens])
+    preset.change(page.apply_preset, preset, [depth, tree_top_k, total_tokens])
     learn_tab.select(views.learn_views, [state_box, slider], [learn_tree, learn_mask, learn_probs])
     upload.upload(traces.upload_trace, upload, ALL)
     examples_dd.input(traces.load_example, examples_dd, ALL)
-    status_timer.tick(cb.model_status, None, [model_md, status_timer])
-    demo.load(cb.on_page_load, None, ALL)
+    status_timer.tick(page.model_status, None, [model_md, status_timer])
+    demo.load(page.on_page_load, None, ALL)
     demo.unload(cb.forget_session)
 
 demo.queue(max_size=32, default_concurrency_limit=8)

@@ -15,10 +15,14 @@ import gradio as gr
 import pytest
 
 from eagle_app.callbacks import decoding as cb
+from eagle_app.callbacks import page
 from eagle_app import traces as at
 from eagle_app import views as av
 import viz
-from eagle_app.worker import MAX_PROMPT_CHARS, DecodeLine, ModelHolder, parse_settings, trace_dir
+from eagle_app.line import DecodeLine
+from eagle_app.model import ModelHolder
+from eagle_app.settings import MAX_PROMPT_CHARS, parse_settings
+from eagle_app.tempfiles import trace_dir
 from eagle_app.tokens import readable_run
 from tests.app_fixtures import default_engine, free_port, illustration, launched_app
 from viz.examples import example_traces
@@ -429,9 +433,9 @@ def test_example_traces_load_and_name_the_dropdown():
         out = av.named(at.load_example(name))
         assert out["state"]["cycles"] and out["examples"] == name, name
         assert out["download"].value  # the shipped file itself: no copy per page load
-    assert av.named(cb.on_page_load(req("L")))["examples"] == names[0]
+    assert av.named(page.on_page_load(req("L")))["examples"] == names[0]
     shipped = [n.text for name in names for c in av.named(at.load_example(name))["state"]["cycles"] for n in c.nodes]
-    assert not any("\ufffd" in t for t in shipped), "regenerate: python app_runtime.py --make-traces"
+    assert not any("\ufffd" in t for t in shipped), "regenerate: python scripts/make_example_traces.py"
 
 
 def test_status_while_loading_says_loading():

@@ -1,7 +1,7 @@
-"""The app's decoding callbacks: Generate, Step and Stop, the one decode line they share, the
-per-tab stop flags, and the page's own events (load, model status, presets). They return values
-for the named outputs in app_views.OUT; the views and status lines are in app_views.py, the
-Traces tab's callbacks in app_traces.py. Nothing here builds a widget.
+"""The app's decoding callbacks: Generate, Step and Stop, and the one decode line they share
+(`LINE`). They return values for the named outputs in views.OUT; the views and status lines are
+in views.py, the per-tab stop flags in flags.py, the page's own events in page.py, the Traces
+tab's callbacks in traces.py. Nothing here builds a widget.
 
 Timing. Both timed runs (EAGLE, then vanilla) get the same treatment: while either runs, the
 page receives nothing (or, with EAGLE_APP_PROGRESS_S > 0, a one-line progress update that
@@ -13,7 +13,6 @@ every step.
 """
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import threading
@@ -21,16 +20,18 @@ import time
 
 import gradio as gr
 
-from ..worker import ENGINE_THREAD, FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine, Worker, check_prompt, model_from_env, parse_settings
-from ..tokens import readable_cycle, readable_run
-from ..traces import load_example, remove_tab_folder, save_trace
-from ..views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs,
-                       progress_line, refuse, session_id, summary_views)
-from eagle_core import PRESETS
 from eagle_core.trace import tau
-from viz.examples import example_traces
 
-MODEL = model_from_env()
+from ..line import FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine
+from ..model import MODEL
+from ..settings import check_prompt, parse_settings
+from ..tokens import readable_cycle, readable_run
+from ..traces import remove_tab_folder, save_trace
+from ..views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs, progress_line,
+                     refuse, session_id, summary_views)
+from ..worker import ENGINE_THREAD, Worker
+from .flags import RUNS, RunFlag  # noqa: F401  (RunFlag: the type of every run's flag)
+
 LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every tab
 # While the two timed runs decode the page gets no update at all, by default: with Chromium on the
 # same 2-core machine even a one-line progress update a second (plus Gradio's status trackers)
@@ -46,67 +47,6 @@ TIMED_NOTE = ("Timed with live drawing paused: {how}; the text, tree and charts 
               "{threads} CPU thread(s). The replay below plays both at the measured pace.")
 QUIET_HOW = "the page did not change while either run decoded"
 LIVE_HOW = "while each run decoded, the page showed only a one-line progress update"
-
-
-# ---------------------------------------------------------------------------------- stop flags
-class RunFlag(threading.Event):
-    """A run's stop flag; `reason` says who set it: "stopped" (Stop, a closed tab) or "replaced"
-    (a new Generate from the same tab, which runs instead)."""
-
-    reason: str | None = None
-
-    def end(self, reason: str) -> None:
-        self.reason = self.reason or reason
-        self.set()
-
-
-class RunFlags:
-    """Stop flags per tab, one per requested run. A new Generate replaces the tab's earlier runs
-    (running or waiting: they end without touching the page) and gets its own flag; Stop sets
-    every flag of the tab. (One flag per tab, replaced on every click, let a second click orphan
-    the first run: Stop missed it.)"""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._flags: dict[str, dict[int, RunFlag]] = {}
-
-    def arm(self, sid: str) -> int:
-        with self._lock:
-            runs = self._flags.setdefault(sid, {})
-            for f in runs.values():
-                f.end("replaced")
-            run_id = next(self._ids)
-            runs[run_id] = RunFlag()
-            return run_id
-
-    def get(self, sid: str, run_id: int | None) -> tuple[int, RunFlag]:
-        """The flag `arm` made for this run; a run that did not come through arm (the API) gets one."""
-        with self._lock:
-            runs = self._flags.setdefault(sid, {})
-            if run_id not in runs:
-                run_id = next(self._ids)
-                runs[run_id] = RunFlag()
-            return run_id, runs[run_id]
-
-    def stop(self, sid: str) -> int:
-        with self._lock:
-            runs = self._flags.get(sid, {})
-            for f in runs.values():
-                f.end("stopped")
-            return len(runs)
-
-    def done(self, sid: str, run_id: int) -> None:
-        with self._lock:
-            self._flags.get(sid, {}).pop(run_id, None)
-
-    def forget(self, sid: str) -> None:
-        self.stop(sid)
-        with self._lock:
-            self._flags.pop(sid, None)
-
-
-RUNS = RunFlags()
 
 
 def arm(request: gr.Request = None) -> int:
@@ -328,19 +268,3 @@ def _step(engine, prompt, settings, state, sid) -> tuple:
         views.update({k: v for k, v in cleared_views("when the step-by-step run finishes").items() if k in SUMMARY})
     return outputs(**views, state=state, status=status, download=save_trace(state, sid),
                    examples=None if fresh else gr.skip())
-
-
-# ---------------------------------------------------------------------------------- page
-def on_page_load(request: gr.Request = None):
-    MODEL.start()
-    first = next(iter(example_traces()), None)
-    return load_example(first, request) if first else outputs()
-
-
-def model_status():
-    return MODEL.status(), gr.Timer(active=not MODEL.ready.is_set())
-
-
-def apply_preset(name):
-    p = PRESETS[name]
-    return p["depth"], p["tree_top_k"], p["total_tokens"]

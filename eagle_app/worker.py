@@ -3,6 +3,7 @@ the one engine thread, with a stop flag that is also a clock (Deadline). Nothing
 """
 from __future__ import annotations
 
+import inspect
 import queue
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Callable
 import torch
 
 from eagle_core import DecodeSettings, Engine
+from eagle_core.decode import Generation
 
 from .line import FAIR_BUDGET_S, RUN_BUDGET_S
 from .tokens import readable_run
@@ -23,6 +25,16 @@ from .tokens import readable_run
 # Each Python thread that calls torch gets its own OpenMP team, and measured on 2 cores a
 # decode in a fresh thread ran ~20% slower than in a thread whose team already exists.
 ENGINE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eagle-engine")
+
+
+def start_generation(engine: Engine, prompt: str, settings: DecodeSettings, stop, prompt_ids: list[int]) -> Generation:
+    """A Generation of a request that Engine.check has passed (`prompt_ids` is what it returned):
+    the settings are not validated again and the prompt is not tokenized again."""
+    if "prompt_ids" in inspect.signature(engine.generate).parameters:
+        return engine.generate(prompt, settings, stop, prompt_ids=prompt_ids)
+    # TODO(issue 29): once Engine.generate takes prompt_ids (eagle_core, in progress), drop this
+    # fallback: it builds the Generation that Engine.generate builds after its own check.
+    return Generation(engine, prompt, prompt_ids, settings, stop)
 
 
 class Deadline:
@@ -61,7 +73,10 @@ class Worker:
     ("done", kind, Run), ("error", kind, str), and finally ("end", None, None). kind is "eagle" or
     "vanilla". `timed_out` maps the kinds that hit a clock limit to "budget" (RUN_BUDGET_S) or
     "fair" (FAIR_BUDGET_S while others waited). Finished runs get readable
-    labels for byte-level tokens (`readable_run`) after their clock has stopped."""
+    labels for byte-level tokens (`readable_run`) after their clock has stopped.
+
+    `prompt_ids`: what Engine.check returned for this prompt and settings (the app checks before
+    it queues); without them, `start` checks. Both runs reuse them: no run validates or tokenizes again."""
 
     engine: Engine
     prompt: str
@@ -74,6 +89,7 @@ class Worker:
     crowded: Callable[[], bool] = lambda: False  # are others waiting for the decode slot?
     timed_out: dict = field(default_factory=dict)
     threads: int = 0
+    prompt_ids: list[int] | None = None
 
     def plan(self) -> list[tuple[str, DecodeSettings]]:
         s = self.settings
@@ -82,8 +98,8 @@ class Worker:
         return [("eagle", s)] + ([("vanilla", s.with_(method="vanilla"))] if self.compare else [])
 
     def start(self) -> "Worker":
-        for _, s in self.plan():  # fail fast, before the thread, with the engine's own messages
-            self.engine.check(self.prompt, s)
+        if self.prompt_ids is None:  # fail fast, before the thread, with the engine's own messages
+            self.prompt_ids = self.engine.check(self.prompt, self.settings)
         self.job = ENGINE_THREAD.submit(self._run)
         return self
 
@@ -98,7 +114,7 @@ class Worker:
                     s = s.with_(max_new_tokens=eagle_tokens)  # EAGLE hit the time limit: compare like for like
                 try:
                     flag = Deadline(self.stop, self.budget_s, self.fair_s, self.crowded)
-                    gen = self.engine.generate(self.prompt, s, flag)
+                    gen = start_generation(self.engine, self.prompt, s, flag, self.prompt_ids)
                     self.events.put(("start", kind, time.perf_counter()))
                     flag.arm()
                     for rec in gen:

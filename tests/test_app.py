@@ -21,7 +21,7 @@ from eagle_app import views as av
 import viz
 from eagle_app.line import DecodeLine
 from eagle_app.model import ModelHolder
-from eagle_app.settings import MAX_PROMPT_CHARS, parse_settings
+from eagle_app.settings import MAX_PROMPT_CHARS, build
 from eagle_app.tempfiles import trace_dir
 from eagle_app.tokens import readable_run
 from tests.app_fixtures import default_engine, free_port, illustration, launched_app
@@ -93,7 +93,7 @@ def test_app_files_stay_short():
 def test_out_of_range_settings_are_refused(kw, msg):
     args = {**GOOD, **kw}
     with pytest.raises(ValueError, match=msg):
-        parse_settings(*args.values())
+        build(tuple(args.values())).validate()  # what Engine.check runs, without the context limit
     outs = run_generate(**kw)
     assert [set(o) for o in outs] == [{"status"}] and msg.split()[0] in outs[0]["status"].replace("\\", "")
 
@@ -486,7 +486,7 @@ def _wakeups(pid: int) -> int:
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 def test_idle_server_does_not_poll_a_thousand_times_a_second():
     """Gradio's queue polls every 1 ms by default (~850 wake-ups a second measured, 7% of a core on
-    the idle server, taken from the decoder's cores); app.py slows the polls to 50 / 100 ms."""
+    the idle server, taken from the decoder's cores); eagle_app/launch.py slows the polls to 50 / 100 ms."""
     with launched_app(free_port()):
         time.sleep(1.0)
         before, t0 = _wakeups(os.getpid()), time.perf_counter()

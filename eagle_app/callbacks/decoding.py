@@ -24,12 +24,12 @@ from eagle_core.trace import tau
 
 from ..line import FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine
 from ..model import MODEL
-from ..settings import check_prompt, parse_settings
+from ..settings import build, check_prompt, takes_settings
 from ..tokens import readable_cycle, readable_run
 from ..traces import remove_tab_folder, save_trace
 from ..views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs, progress_line,
                      refuse, session_id, summary_views)
-from ..worker import ENGINE_THREAD, Worker
+from ..worker import ENGINE_THREAD, Worker, start_generation
 from .flags import RUNS, RunFlag  # noqa: F401  (RunFlag: the type of every run's flag)
 
 LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every tab
@@ -68,11 +68,16 @@ def forget_session(request: gr.Request = None):
 
 
 # ---------------------------------------------------------------------------------- decoding
-def settings_from(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k,
-                  max_new, seed):
+def read_settings(prompt, values):
+    """The prompt's characters checked and the page's values built into DecodeSettings (settings.py).
+    Validation is Engine.check's, with the context limit, once the model is there; only while the
+    model still loads are the settings also validated here (without the limit), so that a bad value
+    is refused at once rather than after the load."""
     check_prompt(prompt)
-    return parse_settings(method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k,
-                          max_new, seed)
+    settings = build(values)
+    if not MODEL.ready.is_set():
+        settings.validate()
+    return settings
 
 
 def wait_for_model(flag: threading.Event):
@@ -105,20 +110,20 @@ def waiting_line(ahead: int, wait: float) -> str:
             f"{wait:.0f} s. {FAIR_RULE} **Stop** leaves the line; this page stays as it is.")
 
 
-def generate(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k, max_new,
-             seed, compare, state, run_id=None, request: gr.Request = None):
+@takes_settings
+def generate(prompt, values: tuple, compare, state, run_id=None, request: gr.Request = None):
+    """Generate: (prompt, *settings.NAMES, compare, state, run_id), as the page and the API pass them."""
     sid = session_id(request)
     run_id, flag = RUNS.get(sid, run_id)
     try:
-        yield from _generate(prompt, (method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p,
-                                      top_k, max_new, seed), bool(compare), flag, sid)
+        yield from _generate(prompt, values, bool(compare), flag, sid)
     finally:
         RUNS.done(sid, run_id)
 
 
-def _generate(prompt, settings_args, compare, flag, sid):
+def _generate(prompt, values, compare, flag, sid):
     try:
-        settings = settings_from(prompt, *settings_args)
+        settings = read_settings(prompt, values)
     except ValueError as e:
         yield refuse(str(e))
         return
@@ -126,12 +131,14 @@ def _generate(prompt, settings_args, compare, flag, sid):
     if engine is None:
         yield outputs(model=MODEL.status(), status="Stopped before the model was ready; the page is unchanged.")
         return
-    worker = Worker(engine, prompt, settings, compare, flag, budget_s=RUN_BUDGET_S, crowded=lambda: LINE.waiting() > 0)
-    try:
-        n_prompt = len(engine.check(prompt, settings))
+    try:  # the one validation (with the context limit) and the one tokenization of this request
+        prompt_ids = engine.check(prompt, settings)
     except ValueError as e:
         yield refuse(str(e))
         return
+    worker = Worker(engine, prompt, settings, compare, flag, budget_s=RUN_BUDGET_S, crowded=lambda: LINE.waiting() > 0,
+                    prompt_ids=prompt_ids)
+    n_prompt = len(prompt_ids)
     tokens = settings.max_new_tokens * len(worker.plan())
     ticket = LINE.join(tokens)
     t_slot, decoded = time.perf_counter(), 0
@@ -208,15 +215,15 @@ def _follow(worker: Worker, settings, sid: str, prompt: str):
                                                before if kind != main else ""))
 
 
-def step(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k, max_new, seed,
-         state, request: gr.Request = None):
-    """Step mode: advance the tab's own generation by exactly one draft/verify cycle (not timed)."""
+@takes_settings
+def step(prompt, values: tuple, state, request: gr.Request = None):
+    """Step mode: advance the tab's own generation by exactly one draft/verify cycle (not timed).
+    The page and the API pass (prompt, *settings.NAMES, state)."""
     sid = session_id(request)
     run_id, flag = RUNS.get(sid, None)
     try:
         try:
-            settings = settings_from(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature,
-                                     top_p, top_k, max_new, seed)
+            settings = read_settings(prompt, values)
         except ValueError as e:
             yield refuse(str(e))
             return
@@ -238,11 +245,12 @@ def step(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperat
 def _step(engine, prompt, settings, state, sid) -> tuple:
     key = (prompt, settings)
     fresh = state.get("stepper") is None or state.get("step_key") != key
-    if fresh:
+    if fresh:  # a click that continues a run has the settings this check passed: no check again
         try:
-            gen = engine.generate(prompt, settings)
+            prompt_ids = engine.check(prompt, settings)
         except ValueError as e:
             return refuse(str(e))
+        gen = start_generation(engine, prompt, settings, None, prompt_ids)
         state = new_state(title=prompt[:60])
         state.update(stepper=(gen, iter(gen)), step_key=key)
     gen, it = state["stepper"]

@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from eagle_app.callbacks import decoding as cb
-from eagle_app.callbacks import page
+import viz
 from eagle_app import traces as at
 from eagle_app import views as av
-import viz
+from eagle_app.callbacks import decoding as cb
+from eagle_app.callbacks import page as page_events
 from eagle_app.line import DecodeLine
 from eagle_app.model import ModelHolder
 from eagle_app.settings import MAX_PROMPT_CHARS, build
@@ -433,7 +433,7 @@ def test_example_traces_load_and_name_the_dropdown():
         out = av.named(at.load_example(name))
         assert out["state"]["cycles"] and out["examples"] == name, name
         assert out["download"].value  # the shipped file itself: no copy per page load
-    assert av.named(page.on_page_load(req("L")))["examples"] == names[0]
+    assert av.named(page_events.on_page_load(req("L")))["examples"] == names[0]
     shipped = [n.text for name in names for c in av.named(at.load_example(name))["state"]["cycles"] for n in c.nodes]
     assert not any("\ufffd" in t for t in shipped), "regenerate: python scripts/make_example_traces.py"
 

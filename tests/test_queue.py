@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from eagle_app.callbacks import decoding as cb
 from eagle_app import views as av
+from eagle_app.callbacks import decoding as cb
 from eagle_app.line import DecodeLine
 from eagle_app.worker import Deadline
 from tests.app_fixtures import default_engine

@@ -30,7 +30,7 @@ from ..traces import remove_tab_folder, save_trace
 from ..views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs, progress_line,
                      refuse, session_id, summary_views)
 from ..worker import ENGINE_THREAD, Worker, start_generation
-from .flags import RUNS, RunFlag  # noqa: F401  (RunFlag: the type of every run's flag)
+from .flags import RUNS
 
 LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every tab
 # While the two timed runs decode the page gets no update at all, by default: with Chromium on the

@@ -8,6 +8,7 @@ machine, see scripts/measure_app_vs_cli.py.
 from __future__ import annotations
 
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -20,9 +21,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPT = "Write a Python function that checks whether a string is a palindrome."
 
 
-def startup(cold: bool) -> None:
-    from tests.app_fixtures import free_port
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
+
+def startup(cold: bool) -> None:
     port = free_port()
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False")
     if cold:
@@ -51,26 +56,28 @@ def startup(cold: bool) -> None:
 
 def ui(rounds: int = 3, max_new: int = 24) -> None:
     """tokens/s of the bare engine vs the app's Generate callback (no browser), alternating."""
-    import app_callbacks as cb
-    import app_runtime
-    import app_views
+    from eagle_app import views
+    from eagle_app.callbacks import decoding as cb
+    from eagle_app.model import MODEL
+    from eagle_app.worker import ENGINE_THREAD
     from eagle_core import DecodeSettings
-    from tests.app_fixtures import default_engine
 
-    engine = default_engine()
-    cb.MODEL.set_engine(engine)
+    MODEL.start().ready.wait()  # the default target and head, loaded as the app loads them
+    if MODEL.engine is None:
+        raise SystemExit(MODEL.error)
+    engine = MODEL.engine
     args = ("eagle2", 5, 8, 24, 4, 0.0, 1.0, 0, max_new, 0)
     settings = DecodeSettings(method="eagle2", depth=5, tree_top_k=8, total_tokens=24, max_new_tokens=max_new)
-    app_runtime.ENGINE_THREAD.submit(engine.run, "warm up", settings.with_(max_new_tokens=4)).result()
+    ENGINE_THREAD.submit(engine.run, "warm up", settings.with_(max_new_tokens=4)).result()
     bare, with_ui = [], []
     for _ in range(rounds):  # alternate, so slow phases of a shared machine hit both sides
         # the bare engine runs on the app's own engine thread, like the app's decodes: the thread
-        # that calls torch matters on 2 cores (see app_runtime.ENGINE_THREAD)
-        bare.append(app_runtime.ENGINE_THREAD.submit(engine.run, PROMPT, settings).result().summary.tokens_per_s)
+        # that calls torch matters on 2 cores (see eagle_app/worker.py, ENGINE_THREAD)
+        bare.append(ENGINE_THREAD.submit(engine.run, PROMPT, settings).result().summary.tokens_per_s)
         req = SimpleNamespace(session_hash="measure")
         run_id = cb.arm(req)
-        outs = list(cb.generate(PROMPT, *args, False, app_views.new_state(), run_id, request=req))
-        with_ui.append(app_views.named(outs[-1])["state"]["eagle"].summary.tokens_per_s)
+        outs = list(cb.generate(PROMPT, *args, False, views.new_state(), run_id, request=req))
+        with_ui.append(views.named(outs[-1])["state"]["eagle"].summary.tokens_per_s)
     b, u = statistics.median(bare), statistics.median(with_ui)
     print(f"tokens/s engine alone {b:.2f} {bare}; inside the app {u:.2f} {with_ui}; UI overhead {100 * (1 - u / b):+.1f}%")
 

@@ -14,12 +14,16 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-import app_callbacks as cb
-import app_traces as at
-import app_views as av
 import viz
-from app_runtime import MAX_PROMPT_CHARS, DecodeLine, ModelHolder, parse_settings, trace_dir
-from app_tokens import readable_run
+from eagle_app import traces as at
+from eagle_app import views as av
+from eagle_app.callbacks import decoding as cb
+from eagle_app.callbacks import page as page_events
+from eagle_app.line import DecodeLine
+from eagle_app.model import ModelHolder
+from eagle_app.settings import MAX_PROMPT_CHARS, build
+from eagle_app.tempfiles import trace_dir
+from eagle_app.tokens import readable_run
 from tests.app_fixtures import default_engine, free_port, illustration, launched_app
 from viz.examples import example_traces
 
@@ -55,7 +59,8 @@ def test_importing_the_app_loads_no_model():
     code = ("import time, gradio as gr, eagle_core, eagle_core.target as t\n"
             "def refuse(*a, **k): raise RuntimeError('load_target called')\n"
             "eagle_core.load_target = t.load_target = refuse\n"
-            "import app, app_callbacks as cb\n"
+            "import app\n"
+            "from eagle_app.callbacks import decoding as cb\n"
             "assert isinstance(app.demo, gr.Blocks)\n"
             "time.sleep(1)  # a load started by the import would have failed by now\n"
             "assert cb.MODEL.engine is None and cb.MODEL.error is None and not cb.MODEL.ready.is_set()\n"
@@ -70,8 +75,10 @@ def test_importing_the_app_loads_no_model():
 def test_app_files_stay_short():
     """The project's rule (issue 9): no file of the app over 400 lines."""
     root = os.path.dirname(app.__file__)
-    files = [f for f in os.listdir(root) if f.startswith("app") and f.endswith(".py")]
-    assert {"app.py", "app_callbacks.py", "app_views.py", "app_traces.py", "app_runtime.py"} <= set(files)
+    files = ["app.py"] + [os.path.relpath(os.path.join(d, f), root) for d, _, names in
+                          os.walk(os.path.join(root, "eagle_app")) for f in names if f.endswith(".py")]
+    assert {"app.py", "eagle_app/callbacks/decoding.py", "eagle_app/views.py", "eagle_app/traces.py",
+            "eagle_app/worker.py"} <= set(files)
     for name in files:
         with open(os.path.join(root, name), encoding="utf-8") as f:
             assert sum(1 for _ in f) < 400, name
@@ -86,7 +93,7 @@ def test_app_files_stay_short():
 def test_out_of_range_settings_are_refused(kw, msg):
     args = {**GOOD, **kw}
     with pytest.raises(ValueError, match=msg):
-        parse_settings(*args.values())
+        build(tuple(args.values())).validate()  # what Engine.check runs, without the context limit
     outs = run_generate(**kw)
     assert [set(o) for o in outs] == [{"status"}] and msg.split()[0] in outs[0]["status"].replace("\\", "")
 
@@ -426,9 +433,9 @@ def test_example_traces_load_and_name_the_dropdown():
         out = av.named(at.load_example(name))
         assert out["state"]["cycles"] and out["examples"] == name, name
         assert out["download"].value  # the shipped file itself: no copy per page load
-    assert av.named(cb.on_page_load(req("L")))["examples"] == names[0]
+    assert av.named(page_events.on_page_load(req("L")))["examples"] == names[0]
     shipped = [n.text for name in names for c in av.named(at.load_example(name))["state"]["cycles"] for n in c.nodes]
-    assert not any("\ufffd" in t for t in shipped), "regenerate: python app_runtime.py --make-traces"
+    assert not any("\ufffd" in t for t in shipped), "regenerate: python scripts/make_example_traces.py"
 
 
 def test_status_while_loading_says_loading():
@@ -479,7 +486,7 @@ def _wakeups(pid: int) -> int:
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 def test_idle_server_does_not_poll_a_thousand_times_a_second():
     """Gradio's queue polls every 1 ms by default (~850 wake-ups a second measured, 7% of a core on
-    the idle server, taken from the decoder's cores); app.py slows the polls to 50 / 100 ms."""
+    the idle server, taken from the decoder's cores); eagle_app/launch.py slows the polls to 50 / 100 ms."""
     with launched_app(free_port()):
         time.sleep(1.0)
         before, t0 = _wakeups(os.getpid()), time.perf_counter()

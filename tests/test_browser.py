@@ -128,7 +128,7 @@ def test_generate_in_browser(page_url, browser):
 
 
 def test_idle_page_does_not_request_60_frames_a_second(page_url, browser):
-    """The page runs app_frontend's script before Gradio's code, and on an idle page Gradio's status
+    """The page runs eagle_app/frontend.py's script before Gradio's code, and on an idle page Gradio's status
     tracker gets a frame about once a second: unwrapped it asks for 60 a second (measured), which
     cost a decode on the same 2-core machine 8-12% of its speed."""
     page = open_page(browser, page_url)

@@ -13,9 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-import app_callbacks as cb
-import app_views as av
-from app_runtime import Deadline, DecodeLine
+from eagle_app import views as av
+from eagle_app.callbacks import decoding as cb
+from eagle_app.line import DecodeLine
+from eagle_app.worker import Deadline
 from tests.app_fixtures import default_engine
 
 DEFAULTS = dict(method="eagle2", depth=2, tree_top_k=2, total_tokens=4, chain_length=4, temperature=0.0, top_p=1.0,

@@ -10,10 +10,11 @@ import time
 import gradio as gr
 
 import viz
-from app_runtime import trace_dir
-from app_views import all_views, new_state, outputs, session_id
 from viz.examples import example_traces, load_trace_file
 from viz.style import md_text
+
+from .tempfiles import trace_dir
+from .views import all_views, new_state, outputs, session_id
 
 TRACE_DIR = trace_dir()
 

@@ -1,6 +1,6 @@
 """What the app's callbacks return: the named outputs (OUT) and their renderers, the status
 lines, and the scrubber's callbacks. Pure functions of a tab's state dict; nothing here holds
-global state or builds a widget (app.py maps the names in OUT to its components).
+global state or builds a widget (layout.py maps the names in OUT to its components).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The app's decoding callbacks: Generate, Step and Stop, the one decode line they share, the
-per-tab stop flags, and the page's own events (load, model status, presets). They return values
-for the named outputs in app_views.OUT; the views and status lines are in app_views.py, the
-Traces tab's callbacks in app_traces.py. Nothing here builds a widget.
+"""The app's decoding callbacks: Generate, Step and Stop, and the one decode line they share
+(`LINE`). They return values for the named outputs in views.OUT; the views and status lines are
+in views.py, the per-tab stop flags in flags.py, the page's own events in page.py, the Traces
+tab's callbacks in traces.py. Nothing here builds a widget.
 
 Timing. Both timed runs (EAGLE, then vanilla) get the same treatment: while either runs, the
 page receives nothing (or, with EAGLE_APP_PROGRESS_S > 0, a one-line progress update that
@@ -13,7 +13,6 @@ every step.
 """
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import threading
@@ -21,16 +20,18 @@ import time
 
 import gradio as gr
 
-from app_runtime import ENGINE_THREAD, FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine, Worker, check_prompt, model_from_env, parse_settings
-from app_tokens import readable_cycle, readable_run
-from app_traces import load_example, remove_tab_folder, save_trace
-from app_views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs,
-                       progress_line, refuse, session_id, summary_views)
-from eagle_core import PRESETS
 from eagle_core.trace import tau
-from viz.examples import example_traces
 
-MODEL = model_from_env()
+from ..line import FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine
+from ..model import MODEL
+from ..settings import build, check_prompt, takes_settings
+from ..tokens import readable_cycle, readable_run
+from ..traces import remove_tab_folder, save_trace
+from ..views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs, progress_line,
+                     refuse, session_id, summary_views)
+from ..worker import ENGINE_THREAD, Worker, start_generation
+from .flags import RUNS
+
 LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every tab
 # While the two timed runs decode the page gets no update at all, by default: with Chromium on the
 # same 2-core machine even a one-line progress update a second (plus Gradio's status trackers)
@@ -46,67 +47,6 @@ TIMED_NOTE = ("Timed with live drawing paused: {how}; the text, tree and charts 
               "{threads} CPU thread(s). The replay below plays both at the measured pace.")
 QUIET_HOW = "the page did not change while either run decoded"
 LIVE_HOW = "while each run decoded, the page showed only a one-line progress update"
-
-
-# ---------------------------------------------------------------------------------- stop flags
-class RunFlag(threading.Event):
-    """A run's stop flag; `reason` says who set it: "stopped" (Stop, a closed tab) or "replaced"
-    (a new Generate from the same tab, which runs instead)."""
-
-    reason: str | None = None
-
-    def end(self, reason: str) -> None:
-        self.reason = self.reason or reason
-        self.set()
-
-
-class RunFlags:
-    """Stop flags per tab, one per requested run. A new Generate replaces the tab's earlier runs
-    (running or waiting: they end without touching the page) and gets its own flag; Stop sets
-    every flag of the tab. (One flag per tab, replaced on every click, let a second click orphan
-    the first run: Stop missed it.)"""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._flags: dict[str, dict[int, RunFlag]] = {}
-
-    def arm(self, sid: str) -> int:
-        with self._lock:
-            runs = self._flags.setdefault(sid, {})
-            for f in runs.values():
-                f.end("replaced")
-            run_id = next(self._ids)
-            runs[run_id] = RunFlag()
-            return run_id
-
-    def get(self, sid: str, run_id: int | None) -> tuple[int, RunFlag]:
-        """The flag `arm` made for this run; a run that did not come through arm (the API) gets one."""
-        with self._lock:
-            runs = self._flags.setdefault(sid, {})
-            if run_id not in runs:
-                run_id = next(self._ids)
-                runs[run_id] = RunFlag()
-            return run_id, runs[run_id]
-
-    def stop(self, sid: str) -> int:
-        with self._lock:
-            runs = self._flags.get(sid, {})
-            for f in runs.values():
-                f.end("stopped")
-            return len(runs)
-
-    def done(self, sid: str, run_id: int) -> None:
-        with self._lock:
-            self._flags.get(sid, {}).pop(run_id, None)
-
-    def forget(self, sid: str) -> None:
-        self.stop(sid)
-        with self._lock:
-            self._flags.pop(sid, None)
-
-
-RUNS = RunFlags()
 
 
 def arm(request: gr.Request = None) -> int:
@@ -128,11 +68,16 @@ def forget_session(request: gr.Request = None):
 
 
 # ---------------------------------------------------------------------------------- decoding
-def settings_from(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k,
-                  max_new, seed):
+def read_settings(prompt, values):
+    """The prompt's characters checked and the page's values built into DecodeSettings (settings.py).
+    Validation is Engine.check's, with the context limit, once the model is there; only while the
+    model still loads are the settings also validated here (without the limit), so that a bad value
+    is refused at once rather than after the load."""
     check_prompt(prompt)
-    return parse_settings(method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k,
-                          max_new, seed)
+    settings = build(values)
+    if not MODEL.ready.is_set():
+        settings.validate()
+    return settings
 
 
 def wait_for_model(flag: threading.Event):
@@ -165,20 +110,20 @@ def waiting_line(ahead: int, wait: float) -> str:
             f"{wait:.0f} s. {FAIR_RULE} **Stop** leaves the line; this page stays as it is.")
 
 
-def generate(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k, max_new,
-             seed, compare, state, run_id=None, request: gr.Request = None):
+@takes_settings
+def generate(prompt, values: tuple, compare, state, run_id=None, request: gr.Request = None):
+    """Generate: (prompt, *settings.NAMES, compare, state, run_id), as the page and the API pass them."""
     sid = session_id(request)
     run_id, flag = RUNS.get(sid, run_id)
     try:
-        yield from _generate(prompt, (method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p,
-                                      top_k, max_new, seed), bool(compare), flag, sid)
+        yield from _generate(prompt, values, bool(compare), flag, sid)
     finally:
         RUNS.done(sid, run_id)
 
 
-def _generate(prompt, settings_args, compare, flag, sid):
+def _generate(prompt, values, compare, flag, sid):
     try:
-        settings = settings_from(prompt, *settings_args)
+        settings = read_settings(prompt, values)
     except ValueError as e:
         yield refuse(str(e))
         return
@@ -186,12 +131,14 @@ def _generate(prompt, settings_args, compare, flag, sid):
     if engine is None:
         yield outputs(model=MODEL.status(), status="Stopped before the model was ready; the page is unchanged.")
         return
-    worker = Worker(engine, prompt, settings, compare, flag, budget_s=RUN_BUDGET_S, crowded=lambda: LINE.waiting() > 0)
-    try:
-        n_prompt = len(engine.check(prompt, settings))
+    try:  # the one validation (with the context limit) and the one tokenization of this request
+        prompt_ids = engine.check(prompt, settings)
     except ValueError as e:
         yield refuse(str(e))
         return
+    worker = Worker(engine, prompt, settings, compare, flag, budget_s=RUN_BUDGET_S, crowded=lambda: LINE.waiting() > 0,
+                    prompt_ids=prompt_ids)
+    n_prompt = len(prompt_ids)
     tokens = settings.max_new_tokens * len(worker.plan())
     ticket = LINE.join(tokens)
     t_slot, decoded = time.perf_counter(), 0
@@ -268,15 +215,15 @@ def _follow(worker: Worker, settings, sid: str, prompt: str):
                                                before if kind != main else ""))
 
 
-def step(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature, top_p, top_k, max_new, seed,
-         state, request: gr.Request = None):
-    """Step mode: advance the tab's own generation by exactly one draft/verify cycle (not timed)."""
+@takes_settings
+def step(prompt, values: tuple, state, request: gr.Request = None):
+    """Step mode: advance the tab's own generation by exactly one draft/verify cycle (not timed).
+    The page and the API pass (prompt, *settings.NAMES, state)."""
     sid = session_id(request)
     run_id, flag = RUNS.get(sid, None)
     try:
         try:
-            settings = settings_from(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperature,
-                                     top_p, top_k, max_new, seed)
+            settings = read_settings(prompt, values)
         except ValueError as e:
             yield refuse(str(e))
             return
@@ -298,11 +245,12 @@ def step(prompt, method, depth, tree_top_k, total_tokens, chain_length, temperat
 def _step(engine, prompt, settings, state, sid) -> tuple:
     key = (prompt, settings)
     fresh = state.get("stepper") is None or state.get("step_key") != key
-    if fresh:
+    if fresh:  # a click that continues a run has the settings this check passed: no check again
         try:
-            gen = engine.generate(prompt, settings)
+            prompt_ids = engine.check(prompt, settings)
         except ValueError as e:
             return refuse(str(e))
+        gen = start_generation(engine, prompt, settings, None, prompt_ids)
         state = new_state(title=prompt[:60])
         state.update(stepper=(gen, iter(gen)), step_key=key)
     gen, it = state["stepper"]
@@ -328,19 +276,3 @@ def _step(engine, prompt, settings, state, sid) -> tuple:
         views.update({k: v for k, v in cleared_views("when the step-by-step run finishes").items() if k in SUMMARY})
     return outputs(**views, state=state, status=status, download=save_trace(state, sid),
                    examples=None if fresh else gr.skip())
-
-
-# ---------------------------------------------------------------------------------- page
-def on_page_load(request: gr.Request = None):
-    MODEL.start()
-    first = next(iter(example_traces()), None)
-    return load_example(first, request) if first else outputs()
-
-
-def model_status():
-    return MODEL.status(), gr.Timer(active=not MODEL.ready.is_set())
-
-
-def apply_preset(name):
-    p = PRESETS[name]
-    return p["depth"], p["tree_top_k"], p["total_tokens"]

@@ -1,0 +1,1 @@
+"""The Gradio app, one module a job; app.py (beside this package) builds the page and launches it."""

@@ -1,0 +1,26 @@
+"""The page's own events: page load (the first example trace), the model's status line, presets."""
+from __future__ import annotations
+
+import gradio as gr
+
+from eagle_core import PRESETS
+from viz.examples import example_traces
+
+from ..model import MODEL
+from ..traces import load_example
+from ..views import outputs
+
+
+def on_page_load(request: gr.Request = None):
+    MODEL.start()
+    first = next(iter(example_traces()), None)
+    return load_example(first, request) if first else outputs()
+
+
+def model_status():
+    return MODEL.status(), gr.Timer(active=not MODEL.ready.is_set())
+
+
+def apply_preset(name):
+    p = PRESETS[name]
+    return p["depth"], p["tree_top_k"], p["total_tokens"]

@@ -1,0 +1,94 @@
+"""The one decode slot and its line: first come first served, each waiting request told its
+place and expected wait, and the time limits of one request's hold on the slot. No torch, no gradio."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+# A shared Space has one decode slot: bound what one request can hold it for. Each decode (EAGLE,
+# then vanilla) stops after this many seconds; vanilla then decodes as many tokens as EAGLE did.
+RUN_BUDGET_S = float(os.environ.get("EAGLE_APP_RUN_BUDGET_S", "60"))
+# Fair share: while somebody waits in line behind a run, each of its decodes stops after this many
+# seconds instead (a class of thirty sharing one slot should not wait behind 512-token runs).
+FAIR_BUDGET_S = float(os.environ.get("EAGLE_APP_FAIR_BUDGET_S", "20"))
+
+
+class Ticket:
+    """One request's place in the decode line. Compared by identity: two waiting runs with the
+    same settings are two tickets (as plain dicts they were equal, and `leave` could remove the
+    wrong one, leaving a dead ticket at the head of the line for good)."""
+
+    __slots__ = ("tokens", "since")
+
+    def __init__(self, tokens: int):
+        self.tokens = tokens
+        self.since: float | None = None  # when it got the slot
+
+    def __repr__(self) -> str:
+        return f"Ticket(tokens={self.tokens}, since={self.since}, id={id(self):#x})"
+
+
+class DecodeLine:
+    """The one decode slot, first come first served. Every request joins the line with an
+    estimate of its own duration; a waiting request sees its place and the expected wait, and
+    can leave at once (Stop, a closed tab, a new Generate) without ever running. Replaces
+    Gradio's concurrency limit for the decode events, whose queue a user cannot leave without
+    losing the page's contents. Tickets are found by identity, never by value."""
+
+    def __init__(self, rate: float = 8.0):
+        self._cv = threading.Condition()
+        self._line: list[Ticket] = []  # [0] holds the slot
+        self.rate = rate  # tokens/s of recent decodes, for estimates
+
+    def join(self, tokens: int) -> Ticket:
+        ticket = Ticket(tokens)
+        with self._cv:
+            self._line.append(ticket)
+            self._grant()
+        return ticket
+
+    def _grant(self) -> None:
+        if self._line and self._line[0].since is None:
+            self._line[0].since = time.perf_counter()
+        self._cv.notify_all()
+
+    def _index(self, ticket: Ticket) -> int | None:
+        return next((i for i, t in enumerate(self._line) if t is ticket), None)
+
+    def wait(self, ticket: Ticket, timeout: float) -> bool:
+        """True once `ticket` holds the slot (waits at most `timeout` seconds)."""
+        with self._cv:
+            return self._cv.wait_for(lambda: bool(self._line) and self._line[0] is ticket, timeout)
+
+    def place(self, ticket: Ticket) -> tuple[int, float]:
+        """(requests ahead of this one, estimated seconds until it gets the slot)."""
+        with self._cv:
+            i = self._index(ticket)
+            if i is None:
+                return 0, 0.0
+            now, wait = time.perf_counter(), 0.0
+            for t in self._line[:i]:
+                cost = self.estimate_s(t.tokens)
+                wait += cost - (now - t.since) if t.since is not None else cost
+            return i, max(wait, 0.0)
+
+    def waiting(self) -> int:
+        """How many requests wait behind the one holding the slot."""
+        with self._cv:
+            return max(len(self._line) - 1, 0)
+
+    def estimate_s(self, tokens: int) -> float:
+        """Seconds a run of `tokens` (both decodes) will hold the slot while others wait behind it."""
+        return min(tokens / max(self.rate, 0.1), 2 * min(RUN_BUDGET_S, FAIR_BUDGET_S))
+
+    def leave(self, ticket: Ticket, tokens: int = 0, seconds: float = 0.0) -> None:
+        """Give the slot (or the place in line) back; `tokens` decoded in `seconds` update the rate.
+        Removes exactly this ticket; leaving twice is harmless."""
+        with self._cv:
+            i = self._index(ticket)
+            if i is not None:
+                del self._line[i]
+            if tokens and seconds > 0.5:
+                self.rate = 0.7 * self.rate + 0.3 * tokens / seconds
+            self._grant()

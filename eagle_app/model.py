@@ -1,0 +1,72 @@
+"""The shared read-only model: loaded once, on the engine thread, and shared by every user.
+`MODEL` is the app's one holder (nothing loads until `MODEL.start()`)."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import Future
+
+import torch
+
+from eagle_core import Engine, load_default_head, load_target
+
+from .worker import ENGINE_THREAD
+
+
+class ModelHolder:
+    """The read-only engine, loaded once in a background thread and shared by every user."""
+
+    def __init__(self, model: str | None = None, head: str | None = None):
+        self.model, self.head = model, head
+        self.engine: Engine | None = None
+        self.error: str | None = None
+        self.ready = threading.Event()  # set when loaded OR failed
+        self._job: Future | None = None  # the loading job on ENGINE_THREAD
+        self._lock = threading.Lock()
+        self.t0 = self.load_s = 0.0
+
+    def start(self) -> "ModelHolder":
+        with self._lock:
+            if self._job is None and not self.ready.is_set():
+                self.t0 = time.perf_counter()
+                self._job = ENGINE_THREAD.submit(self._load)
+        return self
+
+    def set_engine(self, engine: Engine) -> None:
+        """Install an already-built engine (tests)."""
+        self.engine, self.error = engine, None
+        self.ready.set()
+
+    def _load(self) -> None:
+        try:
+            if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
+                torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
+            target = load_target(self.model)
+            head, vocab, name = load_default_head(target, self.head)
+            self.engine = Engine(target, head, vocab, name)
+        except Exception as e:  # reported in the page; the app still replays traces
+            self.error = f"{type(e).__name__}: {e}"
+        self.load_s = time.perf_counter() - self.t0
+        self.ready.set()
+
+    def status(self) -> str:
+        if self.engine is not None:
+            t = self.engine.target
+            head = self.engine.head_name or "none"
+            warn = " — untrained, so expect τ ≈ 1 (still exact, not faster)" if "random" in head else ""
+            return f"**Model ready** (loaded in {self.load_s:.1f} s): {t.describe()} · EAGLE head: {head}{warn}"
+        if self.error:
+            return f"**Model failed to load:** {self.error}. Saved traces still replay."
+        if self._job is None:
+            return "**Loading the model…** — meanwhile explore the example trace below; Generate will wait for it."
+        return (f"**Loading the model…** ({time.perf_counter() - self.t0:.0f} s) — meanwhile explore the "
+                "example trace below; Generate will wait for it.")
+
+
+def model_from_env() -> ModelHolder:
+    """EAGLE_APP_MODEL / EAGLE_APP_HEAD override the default target and head (a hub id or a directory)."""
+    return ModelHolder(os.environ.get("EAGLE_APP_MODEL") or None, os.environ.get("EAGLE_APP_HEAD") or None)
+
+
+MODEL = model_from_env()

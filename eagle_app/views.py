@@ -120,7 +120,7 @@ def progress_line(kind: str, tokens: int, cycles: int, started: float, max_new: 
     name = "EAGLE" if kind == "eagle" else "vanilla"
     dt = time.perf_counter() - started
     rate = f" · ≈ {tokens / dt:.1f} tok/s so far" if dt >= 2.0 and cycles >= 3 else ""
-    return (f"{before}⏱ **{name}** decoding (timed; figures drawn after both runs) · {min(tokens, max_new)}/{max_new} "
+    return (f"{before}◔ **{name}** decoding (timed; figures drawn after both runs) · {min(tokens, max_new)}/{max_new} "
             f"tokens · {cycles} cycles · {dt:.0f} s{rate}")
 
 

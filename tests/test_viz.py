@@ -266,3 +266,26 @@ def test_partial_characters_show_the_character_they_build():
     shown, bonus = cycle_texts(cycle)
     assert shown == {0: "我", 1: "‹饭 1/3›", 2: "‹饭 2/3›", 3: "‹好 1/3›", 4: "好", 5: "‹E4…›"}
     assert bonus == "饭"
+
+
+def test_every_symbol_the_page_shows_has_a_font():
+    """Issue 28: the status line's emoji (an hourglass, a stopwatch) were empty boxes on a machine
+    without an emoji font. Every non-ASCII character in the app's and the figures' source must be
+    in some installed font (the CI machine has Debian's chromium fonts and fonts-noto-cjk)."""
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("fc-list") is None:
+        pytest.skip("fontconfig's fc-list is not installed")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    chars = set()
+    for folder in ("eagle_app", "viz"):
+        for d, _, files in os.walk(os.path.join(root, folder)):
+            for f in files:
+                if f.endswith(".py"):
+                    chars |= {c for c in open(os.path.join(d, f), encoding="utf-8").read() if ord(c) > 0x7F}
+    chars = {c for c in chars if not 0x3000 <= ord(c) <= 0x9FFF and not 0xFF00 <= ord(c) <= 0xFFEF}  # CJK: the CJK font
+    missing = [c for c in sorted(chars)
+               if not subprocess.run(["fc-list", f":charset={ord(c):x}", "family"], capture_output=True, text=True).stdout.strip()]
+    assert not missing, [f"{c} U+{ord(c):04X}" for c in missing]

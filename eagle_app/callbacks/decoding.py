@@ -106,7 +106,7 @@ def wait_in_line(ticket, flag: threading.Event):
 
 
 def waiting_line(ahead: int, wait: float) -> str:
-    return (f"⏳ Waiting for the decoder: {ahead} run{'s' if ahead != 1 else ''} ahead of yours, about "
+    return (f"◌ Waiting for the decoder: {ahead} run{'s' if ahead != 1 else ''} ahead of yours, about "
             f"{wait:.0f} s. {FAIR_RULE} **Stop** leaves the line; this page stays as it is.")
 
 
@@ -176,11 +176,11 @@ def _generate(prompt, values, compare, flag, sid):
 def starting_line(settings, n_runs: int) -> str:
     """The status shown while the runs are timed: what runs, about how long, and why the page is still."""
     if UI_INTERVAL_S > 0:
-        return "⏱ Starting EAGLE (timed)…" if settings.method != "vanilla" else "⏱ Starting vanilla (timed)…"
+        return "◔ Starting EAGLE (timed)…" if settings.method != "vanilla" else "◔ Starting vanilla (timed)…"
     what = ("EAGLE, then vanilla," if n_runs > 1 else "vanilla" if settings.method == "vanilla" else "EAGLE")
     each, done = (" each", "both are done") if n_runs > 1 else ("", "it is done")
     guess = min(settings.max_new_tokens * n_runs / max(LINE.rate, 0.1), RUN_BUDGET_S * n_runs)
-    return (f"⏱ Timing {what} on {settings.max_new_tokens} new tokens{each} (about {guess:.0f} s). The page stays "
+    return (f"◔ Timing {what} on {settings.max_new_tokens} new tokens{each} (about {guess:.0f} s). The page stays "
             f"still until {done}, so that drawing does not take the CPU from the decoder; **Stop** ends the "
             "run and keeps what was decoded.")
 

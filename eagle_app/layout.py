@@ -85,7 +85,7 @@ def decode_tab(c: dict, w: dict) -> None:
             c["caption"] = gr.Markdown(elem_id="eg-caption")
             with gr.Row():
                 c["prev_btn"] = gr.Button("◀ Previous", size="sm", min_width=90)
-                c["slider"] = gr.Slider(1, 2, value=1, step=1, label="Cycle", scale=4, elem_id="eg-scrubber")
+                c["slider"] = views.CycleSlider(1, 2, value=1, step=1, label="Cycle", scale=4, elem_id="eg-scrubber")
                 c["next_btn"] = gr.Button("Next ▶", size="sm", min_width=90)
                 c["play_btn"] = gr.Button("▶ Play", size="sm", min_width=80)
                 c["pause_btn"] = gr.Button("❚❚ Pause", size="sm", min_width=80)
@@ -141,7 +141,7 @@ def build() -> Page:
         c["state"] = gr.State(views.new_state(), time_to_live=3 * 3600)
         c["run"] = gr.State(None)  # id of this tab's latest Generate (its own stop flag, callbacks/flags.py)
         gr.Markdown(TITLE, elem_id="eg-title")
-        c["model"] = gr.Markdown(MODEL.status, elem_id="eg-model")  # a callable: evaluated on every page load
+        c["model"] = gr.Markdown(MODEL.status(), elem_id="eg-model")  # brought up to date by each page load
         c["status"] = gr.Markdown(elem_id="eg-status")
         with gr.Tab("Decode"):
             decode_tab(c, w)

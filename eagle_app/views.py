@@ -4,6 +4,7 @@ global state or builds a widget (layout.py maps the names in OUT to its componen
 """
 from __future__ import annotations
 
+import math
 import time
 
 import gradio as gr
@@ -46,7 +47,8 @@ def cycle_views(state: dict, k: int | None) -> dict:
         return dict(text=viz.colored_text_html([]), tree=blank, mask=viz.empty_figure("Tree-attention mask", 260),
                     probs=blank, caption="", slider=gr.Slider(minimum=1, maximum=2, value=1, label="Cycle"))
     n = len(cycles)
-    i = min(max(int(k or n), 1), n) - 1
+    asked = cycle_number(k)
+    i = min(max(n if asked is None else asked, 1), n) - 1
     c = cycles[i]
     return dict(text=viz.colored_text_html(cycles, selected=c.step), tree=viz.tree_figure(c), mask=viz.mask_figure(c),
                 probs=viz.probs_figure(c), caption=viz.cycle_caption(c, n),
@@ -131,25 +133,49 @@ def refuse(message: str) -> tuple:
 
 
 # ---------------------------------------------------------------------------------- scrubbing
+def cycle_number(k) -> int | None:
+    """A typed or dragged cycle number as a whole number, rounded half up as the slider rounds it
+    (2.5 -> 3); None for nothing or for something that is not a number."""
+    try:
+        return math.floor(float(k) + 0.5) if k is not None and math.isfinite(float(k)) else None
+    except (TypeError, ValueError):
+        return None
+
+
 def show(state, k):
-    """A typed or dragged cycle number: draw that cycle (the slider itself is left alone unless
-    the number was out of range)."""
+    """A typed or dragged cycle number: draw that cycle. The slider itself is left alone when the
+    number was a cycle that exists (so a drag is not fought), and set to the cycle drawn when it
+    was not (0, 999, 2.5): slider and caption always agree."""
     views = cycle_views(state, k)
     n = len(state["cycles"])
-    if n and k is not None and 1 <= int(k) <= n:
+    if n and cycle_number(k) == k and 1 <= k <= n:
         views["slider"] = gr.skip()
     return tuple(views[name] for name in VIEW)
 
 
+class CycleSlider(gr.Slider):
+    """The cycle scrubber. gr.Slider refuses a typed number outside its range with an error toast
+    before any callback runs; this one hands it on (as a number) and `show` clamps it. Drawn by
+    the ordinary slider component (a template of it)."""
+
+    is_template = True
+
+    def preprocess(self, payload):
+        try:
+            return float(payload) if payload is not None else None
+        except (TypeError, ValueError):
+            return None
+
+
 def shift(state, k, delta):
     n = len(state["cycles"])
-    views = cycle_views(state, min(max(int(k or 1) + delta, 1), max(n, 1)))
+    views = cycle_views(state, min(max((cycle_number(k) or 1) + delta, 1), max(n, 1)))
     return tuple(views[name] for name in VIEW)
 
 
 def play_tick(state, k):
     n = len(state["cycles"])
-    nxt = int(k or 0) + 1
+    nxt = (cycle_number(k) or 0) + 1
     if nxt > n:
         return (gr.skip(),) * len(VIEW) + (gr.Timer(active=False),)
     views = cycle_views(state, nxt)

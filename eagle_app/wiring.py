@@ -16,29 +16,33 @@ def wire(page) -> None:
     # waiting callers show their place in line and can leave it with Stop. show_progress="hidden": the
     # status line is the progress, and no spinner animates over the figures while a run is timed.
     decode = dict(concurrency_limit=16, concurrency_id="decode", show_progress="hidden")
+    # the public API is /generate and /step; every other event is the page's own business
+    hidden = dict(api_visibility="private")
     # trigger_mode="multiple": a Generate while this tab's run is pending is sent (Gradio's default "once"
     # dropped it, so the click only stopped the old run); decoding.arm has replaced the old run by then.
     for trigger, api in ((c["gen_btn"].click, dict(api_name="generate")),
                          (c["prompt"].submit, dict(api_visibility="private"))):
-        trigger(decoding.arm, None, c["run"], queue=False).then(
+        trigger(decoding.arm, None, c["run"], queue=False, **hidden).then(
             decoding.generate, page.settings_in + [c["compare"], c["state"], c["run"]], page.all,
             trigger_mode="multiple", **decode, **api)
     c["step_btn"].click(decoding.step, page.settings_in + [c["state"]], page.all, api_name="step", **decode)
-    c["stop_btn"].click(decoding.stop, None, None, queue=False)
+    c["stop_btn"].click(decoding.stop, None, None, queue=False, **hidden)
     # .input fires for a drag and for a typed number (the box has no Enter event); always_last drops the
     # cycles dragged past while one was drawing
     scrub = [c["state"], c["slider"]]
-    c["slider"].input(views.show, scrub, VIEWS, trigger_mode="always_last", show_progress="hidden")
-    c["prev_btn"].click(lambda s, k: views.shift(s, k, -1), scrub, VIEWS)
-    c["next_btn"].click(lambda s, k: views.shift(s, k, +1), scrub, VIEWS)
-    c["play_btn"].click(lambda: gr.Timer(active=True), None, c["play_timer"])
-    c["pause_btn"].click(lambda: gr.Timer(active=False), None, c["play_timer"])
-    c["play_timer"].tick(views.play_tick, scrub, VIEWS + [c["play_timer"]])
-    c["replay_btn"].click(lambda s: views.summary_views(s)["replay"], c["state"], c["replay"])
-    c["preset"].change(page_events.apply_preset, c["preset"], [w["depth"], w["tree_top_k"], w["total_tokens"]])
-    c["learn_tab"].select(views.learn_views, scrub, [c["learn_tree"], c["learn_mask"], c["learn_probs"]])
-    c["upload"].upload(traces.upload_trace, c["upload"], page.all)
-    c["examples"].input(traces.load_example, c["examples"], page.all)
-    c["status_timer"].tick(page_events.model_status, None, [c["model"], c["status_timer"]])
-    page.demo.load(page_events.on_page_load, None, page.all)
+    c["slider"].input(views.show, scrub, VIEWS, trigger_mode="always_last", show_progress="hidden", **hidden)
+    c["prev_btn"].click(lambda s, k: views.shift(s, k, -1), scrub, VIEWS, **hidden)
+    c["next_btn"].click(lambda s, k: views.shift(s, k, +1), scrub, VIEWS, **hidden)
+    c["play_btn"].click(lambda: gr.Timer(active=True), None, c["play_timer"], **hidden)
+    c["pause_btn"].click(lambda: gr.Timer(active=False), None, c["play_timer"], **hidden)
+    c["play_timer"].tick(views.play_tick, scrub, VIEWS + [c["play_timer"]], **hidden)
+    c["replay_btn"].click(lambda s: views.summary_views(s)["replay"], c["state"], c["replay"], **hidden)
+    c["preset"].change(page_events.apply_preset, c["preset"], [w["depth"], w["tree_top_k"], w["total_tokens"]],
+                       **hidden)
+    c["learn_tab"].select(views.learn_views, scrub, [c["learn_tree"], c["learn_mask"], c["learn_probs"]],
+                            **hidden)
+    c["upload"].upload(traces.upload_trace, c["upload"], page.all, **hidden)
+    c["examples"].input(traces.load_example, c["examples"], page.all, **hidden)
+    c["status_timer"].tick(page_events.model_status, None, [c["model"], c["status_timer"]], **hidden)
+    page.demo.load(page_events.on_page_load, None, page.all, **hidden)
     page.demo.unload(decoding.forget_session)

@@ -8,13 +8,15 @@ from viz.examples import example_traces
 
 from ..model import MODEL
 from ..traces import load_example
-from ..views import outputs
+from ..views import OUT, outputs
 
 
 def on_page_load(request: gr.Request = None):
+    """The first example trace, and the model's status line as of now."""
     MODEL.start()
     first = next(iter(example_traces()), None)
-    return load_example(first, request) if first else outputs()
+    out = load_example(first, request) if first else outputs()
+    return out[:OUT.index("model")] + (MODEL.status(),) + out[OUT.index("model") + 1:]
 
 
 def model_status():

@@ -185,7 +185,7 @@ def main(argv=None):
         from .data import run_gen
         run_gen(args)
     elif args.cmd == "train":
-        from .loop import run_train
+        from .session import run_train
         run_train(args)
     elif args.cmd == "train3":
         from .loop3 import run_train3
@@ -194,7 +194,7 @@ def main(argv=None):
         from .featcache import run_features
         run_features(args)
     elif args.cmd == "export":
-        from .loop import run_export
+        from .session import run_export
         run_export(args)
     elif args.cmd == "export-serving":
         from .serving import run_export_serving

@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from app_tokens import readable_run
-from eagle_core import METHODS, DecodeSettings, Engine, load_default_head, load_target
+from eagle_core import METHODS, DecodeSettings, Engine, load_engine
 
 # One long-lived thread does all torch work of the app: loading the model and every decode.
 # Each Python thread that calls torch gets its own OpenMP team, and measured on 2 cores a
@@ -64,9 +64,7 @@ class ModelHolder:
         try:
             if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
                 torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
-            target = load_target(self.model)
-            head, vocab, name = load_default_head(target, self.head)
-            self.engine = Engine(target, head, vocab, name)
+            self.engine = load_engine(self.model, self.head)
         except Exception as e:  # reported in the page; the app still replays traces
             self.error = f"{type(e).__name__}: {e}"
         self.load_s = time.perf_counter() - self.t0

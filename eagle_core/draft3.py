@@ -47,12 +47,3 @@ class Eagle3Drafter(Drafter):
         fused = self.head.fuse(feats.to(self.head.fc.weight.dtype))  # (m, H)
         pos = torch.arange(start_pos, start_pos + feats.shape[0], device=feats.device)
         return self._run(next_tokens, fused, pos, cache)[-1]
-
-
-def make_drafter(head, target, draft_vocab: list[int] | None = None) -> Drafter:
-    """The drafter for `head`: EAGLE-3 (its own vocabulary) or EAGLE-1/2 (optional reduced vocabulary)."""
-    if isinstance(head, Eagle3Head):
-        if draft_vocab is not None:
-            raise ValueError("an EAGLE-3 head carries its own draft vocabulary (d2t); pass no draft_vocab")
-        return Eagle3Drafter(head, target)
-    return Drafter(head, target, draft_vocab)

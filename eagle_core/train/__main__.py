@@ -33,7 +33,7 @@ def main(argv=None):
     fx.add_argument("--train-dir", default=os.path.normpath(os.path.join(SHARED, "train")))
     fx.add_argument("--eval-dir", default=os.path.normpath(os.path.join(SHARED, "eval")),
                     help="prompts here are excluded from training (exact match after normalising)")
-    fx.add_argument("--out", default="assets/train_data/fixed")
+    fx.add_argument("--out", default="train_data/fixed")
     fx.add_argument("--model", default=None, help="the target whose tokenizer and chat template render the data")
     fx.add_argument("--max-prompt-tokens", type=int, default=384, help="longer prompts are skipped")
     fx.add_argument("--max-seq", type=int, default=1024, help="longer sequences are cut (answer tail dropped)")
@@ -42,7 +42,7 @@ def main(argv=None):
     ig.add_argument("--train-dir", default=os.path.normpath(os.path.join(SHARED, "train")))
     ig.add_argument("--eval-dir", default=os.path.normpath(os.path.join(SHARED, "eval")),
                     help="prompts here are excluded from training (exact match after normalising)")
-    ig.add_argument("--out", default="assets/train_data/gen")
+    ig.add_argument("--out", default="train_data/gen")
     ig.add_argument("--model", default=None)
     ig.add_argument("--batch", type=int, default=48, help="prompts per left-padded batch")
     ig.add_argument("--part-size", type=int, default=384, help="prompts per part file (the unit of resuming)")
@@ -124,7 +124,7 @@ def main(argv=None):
     t3.add_argument("--threads", type=int, default=2)
 
     fc = sub.add_parser("features", help="cache the target's features of token-id datasets locally (resumable)")
-    fc.add_argument("--data", nargs="+", default=["assets/train_data/fixed"], help="token-id dataset directories")
+    fc.add_argument("--data", nargs="+", default=["train_data/fixed"], help="token-id dataset directories")
     fc.add_argument("--out", default="data/feats")
     fc.add_argument("--model", default=None)
     fc.add_argument("--layers", type=int, nargs="+", default=None,

@@ -12,13 +12,23 @@ from __future__ import annotations
 from .config import METHODS
 from .decode import Engine
 from .default_head import load_default_head, load_default_head3
+from .head3 import check_fits
 from .target import Target, load_target
 
 EAGLE12_METHODS = ("eagle2", "eagle1", "chain")  # the methods that draft with an EAGLE-1/2 head
 
 
+def fits3(head3, target) -> bool:
+    """Whether `target` has the layers the EAGLE-3 head reads."""
+    try:
+        check_fits(head3.config, target)
+        return True
+    except ValueError:
+        return False
+
+
 def load_engine(model: str | Target | None = None, head: str | None = None, head3: str | None = None,
-                device: str | None = None, *, methods=METHODS, full_vocab: bool = False) -> Engine:
+                device: str | None = None, *, methods=None, full_vocab: bool = False) -> Engine:
     """An Engine for `model` with the heads `methods` need.
 
     model       a hub id or a directory (None: the embedded SmolLM2-135M-Instruct), or a Target
@@ -28,12 +38,16 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
     head3       an EAGLE-3 head directory; None: the shipped EAGLE-3 head for the default target,
                 else a random untrained one
     device      cpu, cuda, mps; None: the best available
-    methods     the methods the engine must serve (default: all of them). The EAGLE-1/2 head is
-                loaded for eagle2, eagle1 and chain, the EAGLE-3 head for eagle3, no head for
-                vanilla; a head directory given explicitly is always loaded (so a wrong one fails here)
+    methods     the methods the engine must serve. The EAGLE-1/2 head is loaded for eagle2, eagle1
+                and chain, the EAGLE-3 head for eagle3, no head for vanilla; a head directory given
+                explicitly is always loaded (so a wrong one fails here). None: every method the
+                target can serve (the default EAGLE-3 head is left out if the target has too few
+                layers for one: then eagle3 requests are refused with a clear message)
     full_vocab  draft the EAGLE-1/2 head over the target's full vocabulary instead of its own
                 reduced draft vocabulary (verification always uses the full one)
     """
+    optional3 = methods is None and head3 is None
+    methods = METHODS if methods is None else tuple(methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
@@ -44,5 +58,6 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
         parts.update(head=h, draft_vocab=None if full_vocab else vocab, head_name=name)
     if head3 is not None or "eagle3" in methods:
         h3, name3 = load_default_head3(target, head3)
-        parts.update(head3=h3, head3_name=name3)
+        if not (optional3 and not fits3(h3, target)):
+            parts.update(head3=h3, head3_name=name3)
     return Engine(target, **parts)

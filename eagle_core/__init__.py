@@ -8,7 +8,7 @@
 `load_engine` loads the target and the heads; `Engine(target, head, draft_vocab, head_name,
 head3, head3_name)` takes parts already loaded (load_target, load_default_head, load_default_head3).
 """
-from .config import METHOD_LABELS, METHODS, PRESETS, DecodeSettings, preset
+from .config import METHOD_LABELS, METHODS, PRESETS, DecodeSettings, TreeSetting, default_tree, parse_tree, preset
 from .decode import Engine, Generation
 from .default_head import load_default_head, load_default_head3, random_head, random_head3
 from .engine_loading import load_engine
@@ -19,8 +19,8 @@ from .trace import (ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DraftNode, Run
 
 __all__ = [
     "ACCEPTED", "NOT_REACHED", "REJECTED", "CycleRecord", "DecodeSettings", "DraftNode", "EagleHead", "Engine",
-    "Generation", "HeadConfig", "METHODS", "METHOD_LABELS", "PRESETS", "Run", "RunSummary", "Target",
-    "from_model", "load_default_head", "load_default_head3", "load_engine", "load_head", "load_target",
-    "preset", "random_head", "random_head3", "run_from_dict", "run_from_json", "run_to_dict",
+    "Generation", "HeadConfig", "METHODS", "METHOD_LABELS", "PRESETS", "Run", "RunSummary", "Target", "TreeSetting",
+    "default_tree", "from_model", "load_default_head", "load_default_head3", "load_engine", "load_head", "load_target",
+    "parse_tree", "preset", "random_head", "random_head3", "run_from_dict", "run_from_json", "run_to_dict",
     "run_to_json", "save_head",
 ]

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 
 import torch
 
-from eagle_core import Engine, load_default_head, load_target
+from eagle_core import Engine, load_engine
 
 from .worker import ENGINE_THREAD
 
@@ -42,9 +42,7 @@ class ModelHolder:
         try:
             if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
                 torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
-            target = load_target(self.model)
-            head, vocab, name = load_default_head(target, self.head)
-            self.engine = Engine(target, head, vocab, name)
+            self.engine = load_engine(self.model, self.head)
         except Exception as e:  # reported in the page; the app still replays traces
             self.error = f"{type(e).__name__}: {e}"
         self.load_s = time.perf_counter() - self.t0

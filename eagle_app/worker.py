@@ -3,7 +3,6 @@ the one engine thread, with a stop flag that is also a clock (Deadline). Nothing
 """
 from __future__ import annotations
 
-import inspect
 import queue
 import threading
 import time
@@ -30,11 +29,7 @@ ENGINE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eagle-engi
 def start_generation(engine: Engine, prompt: str, settings: DecodeSettings, stop, prompt_ids: list[int]) -> Generation:
     """A Generation of a request that Engine.check has passed (`prompt_ids` is what it returned):
     the settings are not validated again and the prompt is not tokenized again."""
-    if "prompt_ids" in inspect.signature(engine.generate).parameters:
-        return engine.generate(prompt, settings, stop, prompt_ids=prompt_ids)
-    # TODO(issue 29): once Engine.generate takes prompt_ids (eagle_core, in progress), drop this
-    # fallback: it builds the Generation that Engine.generate builds after its own check.
-    return Generation(engine, prompt, prompt_ids, settings, stop)
+    return engine.generate(prompt, settings, stop, prompt_ids=prompt_ids)
 
 
 class Deadline:

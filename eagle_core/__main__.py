@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from .config import METHODS, PRESETS, preset
+from .config import METHODS, DecodeSettings, add_tree_argument, default_tree
 
 METHOD_ALIASES = {"eagle": "eagle2", **{m: m for m in METHODS}}  # "eagle" is the default, EAGLE-2
 
@@ -23,13 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--method", default="eagle",
                    help="eagle (= eagle2 dynamic tree), eagle3 (EAGLE-3 head, same tree), eagle1 (static tree), chain, vanilla")
     g.add_argument("--max-new-tokens", type=int, default=128)
-    g.add_argument("--preset", default=None,
-                   help=f"tree preset, one of {', '.join(PRESETS)}: cpu is the default on a CPU, gpu (the published "
-                        "EAGLE-2 tree) on CUDA")
-    g.add_argument("--depth", type=int, default=None)
-    g.add_argument("--tree-top-k", type=int, default=None, help="EAGLE-2 branching / frontier width")
-    g.add_argument("--total-tokens", type=int, default=None, help="EAGLE-2 draft tokens verified per cycle")
-    g.add_argument("--chain-length", type=int, default=None)
+    add_tree_argument(g)
+    g.add_argument("--chain-length", type=int, default=DecodeSettings.chain_length)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--top-k", type=int, default=0)
@@ -49,20 +44,18 @@ def settings_from_args(a, device: str):
     method = METHOD_ALIASES.get(a.method)
     if method is None:
         raise ValueError(f"unknown method {a.method!r}; choose one of {', '.join(METHOD_ALIASES)}")
-    tree = {name: getattr(a, name) for name in ("depth", "tree_top_k", "total_tokens", "chain_length")
-            if getattr(a, name) is not None}
-    return preset(a.preset or ("gpu" if device.startswith("cuda") else "cpu"), method=method,
-                  max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
-                  seed=a.seed, chat_template=not a.no_chat_template, **tree)
+    tree = a.tree or default_tree(device)
+    return DecodeSettings(method=method, **tree.fields(), chain_length=a.chain_length,
+                          max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
+                          seed=a.seed, chat_template=not a.no_chat_template)
 
 
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     import torch
 
-    from .decode import Engine
-    from .default_head import load_default_head, load_default_head3
-    from .target import load_target, pick_device
+    from .engine_loading import load_engine
+    from .target import pick_device
     from .trace import run_to_json
 
     if a.threads:
@@ -70,13 +63,10 @@ def main(argv=None) -> int:
     try:
         device = pick_device(a.device)
         settings = settings_from_args(a, device)
-        target = load_target(a.model, device=device)
-        if settings.method == "eagle3":
-            head3, name3 = load_default_head3(target, a.head)
-            engine = Engine(target, head3=head3, head3_name=name3)
-        else:
-            head, vocab, name = (None, None, "") if settings.method == "vanilla" and not a.head else load_default_head(target, a.head)
-            engine = Engine(target, head, vocab, name)
+        eagle3 = settings.method == "eagle3"  # --head names the head of the method asked for
+        engine = load_engine(a.model, head=None if eagle3 else a.head, head3=a.head if eagle3 else None,
+                             device=device, methods=(settings.method,))
+        target = engine.target
         gen = engine.generate(a.prompt, settings)
         for cycle in gen:
             if not a.json:

@@ -6,6 +6,7 @@ bad value becomes one clear ValueError instead of a crash deep in the decode loo
 """
 from __future__ import annotations
 
+import argparse
 from dataclasses import asdict, dataclass, replace
 
 METHODS = ("eagle2", "eagle3", "eagle1", "chain", "vanilla")
@@ -124,28 +125,79 @@ def preset(name: str, **overrides) -> DecodeSettings:
     return DecodeSettings(**{**PRESETS[name], **overrides})
 
 
+def default_preset(device) -> str:
+    """The tree preset a device decodes with unless told otherwise: "gpu" on CUDA, "cpu" elsewhere.
+    The one default every command line uses (`--tree`)."""
+    return "gpu" if str(device).startswith("cuda") else "cpu"
+
+
 @dataclass(frozen=True)
 class TreeSetting:
-    """One EAGLE-2 tree shape, in the order DecodeSettings lists it: depth, top_k, total_tokens."""
+    """One EAGLE-2 tree shape, in the order DecodeSettings lists it: depth, width, total_tokens.
+    `width` is DecodeSettings.tree_top_k (children per node and frontier width), not sampling's top_k."""
 
     depth: int
-    top_k: int
+    width: int
     total_tokens: int  # draft nodes kept (root not counted): the target verifies total_tokens + 1
 
     @property
     def label(self) -> str:
-        return f"d{self.depth}/k{self.top_k}/t{self.total_tokens}"
+        return f"d{self.depth}/k{self.width}/t{self.total_tokens}"
+
+    @property
+    def text(self) -> str:
+        """"6,10,60": what parse_tree reads back."""
+        return f"{self.depth},{self.width},{self.total_tokens}"
+
+    def fields(self) -> dict:
+        """This tree as DecodeSettings fields."""
+        return dict(depth=self.depth, tree_top_k=self.width, total_tokens=self.total_tokens)
 
     def settings(self, method: str = "eagle2", **kw) -> DecodeSettings:
         """This tree for `method` (eagle2, or eagle3: the EAGLE-3 head drafting the same dynamic tree)."""
-        return DecodeSettings(method=method, depth=self.depth, tree_top_k=self.top_k,
-                              total_tokens=self.total_tokens, **kw)
+        return DecodeSettings(method=method, **self.fields(), **kw)
+
+
+TREE_SYNTAX = f"depth,width,total_tokens (e.g. 6,10,60) or a preset name ({', '.join(PRESETS)})"
 
 
 def parse_tree(text: str) -> TreeSetting:
-    """"6,10,60" -> TreeSetting(depth=6, top_k=10, total_tokens=60): the one order every
-    command line of this project uses for a tree triple."""
-    parts = [p.strip() for p in text.split(",")]
+    """"6,10,60" -> TreeSetting(depth=6, width=10, total_tokens=60), or a preset name ("cpu") ->
+    that preset's tree: what every command line of this project reads for a tree (`--tree`)."""
+    name = text.strip()
+    if name in PRESETS:
+        p = PRESETS[name]
+        return TreeSetting(p["depth"], p["tree_top_k"], p["total_tokens"])
+    parts = [p.strip() for p in name.split(",")]
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"a tree is depth,top_k,total_tokens, e.g. 6,10,60 (got {text!r})")
+        raise ValueError(f"a tree is depth,top_k,total_tokens with top_k the tree's width (DecodeSettings.tree_top_k), "
+                         f"e.g. 6,10,60, or a preset name ({', '.join(PRESETS)}) (got {text!r})")
     return TreeSetting(*map(int, parts))
+
+
+def parse_trees(texts) -> tuple[TreeSetting, ...]:
+    """Several trees, each as parse_tree reads it."""
+    return tuple(parse_tree(t) for t in texts)
+
+
+def default_tree(device) -> TreeSetting:
+    """The tree of the device's default preset (default_preset)."""
+    return parse_tree(default_preset(device))
+
+
+def add_tree_argument(parser, multiple: bool = False, default=None) -> None:
+    """The `--tree` flag of every command line: one tree (`--tree 2,2,4`), or with `multiple`
+    several (`--tree 2,2,4 6,10,60`); each D,K,T or a preset name. `default` None: the device's
+    default preset (the tool resolves it with default_tree once it knows the device)."""
+    def tree_type(text):
+        try:
+            return parse_tree(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    what = "EAGLE-2 trees (EAGLE-3 drafts the same), each" if multiple else "the EAGLE-2 tree (EAGLE-3 drafts the same):"
+    dflt = "the device's preset: cpu on a CPU, gpu on CUDA" if default is None else \
+        " ".join(t.text for t in (default if multiple else [default]))
+    parser.add_argument("--tree", nargs="+" if multiple else None, type=tree_type, default=default, metavar="D,K,T",
+                        # "%(default).0s" prints nothing: it keeps ArgumentDefaultsHelpFormatter from adding the repr
+                        help=f"{what} {TREE_SYNTAX}; default: {dflt}%(default).0s")

@@ -23,8 +23,7 @@ import torch
 
 from .config import DecodeSettings
 from .draft import Drafter
-from .draft3 import Eagle3Drafter, make_drafter
-from .head3 import Eagle3Head
+from .draft3 import Eagle3Drafter
 from .trace import ACCEPTED, CycleRecord, DraftNode, Run, RunSummary, tau
 from .tree import DraftTree, tree_attention_mask, tree_positions
 from .verify import Verdict, logits_to_probs, sample, verify_greedy, verify_point_mass, verify_ratio
@@ -71,39 +70,26 @@ def cut_at_stop(new: list[int], n_out: int, eos: set[int], max_new_tokens: int) 
 
 
 class Engine:
-    """A target model plus (optionally) an EAGLE-1/2 head and an EAGLE-3 head. Read-only: safe to
-    share between users; every generation keeps its own caches and random generator.
-
-    `head3`: the EAGLE-3 head for method "eagle3" (an EAGLE-3 head passed as `head` goes there too).
-    None with an EAGLE-1/2 head given: the default EAGLE-3 head for this target is loaded on the
-    first "eagle3" request (default_head.load_default_head3: shipped, else random and untrained)."""
+    """A target model plus the heads already loaded for it: an EAGLE-1/2 head (methods eagle2,
+    eagle1, chain; `draft_vocab` its reduced draft vocabulary or None for the full one) and an
+    EAGLE-3 head (method eagle3); either may be None. Read-only: safe to share between users;
+    every generation keeps its own caches and random generator. To load a model and its heads by
+    name, use engine_loading.load_engine."""
 
     def __init__(self, target, head=None, draft_vocab: list[int] | None = None, head_name: str = "",
-                 head3: Eagle3Head | None = None, head3_name: str = ""):
-        if isinstance(head, Eagle3Head) and head3 is None:
-            head, head3, head3_name, head_name = None, head, head_name, ""
+                 head3=None, head3_name: str = ""):
         self.target = target
-        self.drafter = make_drafter(head, target, draft_vocab) if head is not None else None
+        self.drafter = Drafter(head, target, draft_vocab) if head is not None else None
         self.head_name = head_name if head is not None else ""
+        self.draft_vocab = draft_vocab if head is not None else None
         self.drafter3 = Eagle3Drafter(head3, target) if head3 is not None else None
         self.head3_name = head3_name if head3 is not None else ""
-        self._lazy3 = head3 is None and head is not None
-        self._lock = threading.Lock()
 
     def drafter_for(self, method: str) -> Drafter | None:
-        """The drafter a method uses (None for vanilla); loads the default EAGLE-3 head if due."""
+        """The drafter a method uses (None for vanilla, or if its head is not loaded)."""
         if method == "vanilla":
             return None
-        if method != "eagle3":
-            return self.drafter
-        with self._lock:
-            if self.drafter3 is None and self._lazy3:
-                from .default_head import load_default_head3
-
-                self._lazy3 = False
-                head3, self.head3_name = load_default_head3(self.target)
-                self.drafter3 = Eagle3Drafter(head3, self.target)
-        return self.drafter3
+        return self.drafter3 if method == "eagle3" else self.drafter
 
     def head_name_for(self, method: str) -> str:
         return "" if method == "vanilla" else self.head3_name if method == "eagle3" else self.head_name
@@ -123,8 +109,11 @@ class Engine:
                              f"so at most {limit - 1} prompt tokens leave room to generate")
         return ids
 
-    def generate(self, prompt: str, settings: DecodeSettings, stop: threading.Event | None = None) -> "Generation":
-        ids = self.check(prompt, settings)
+    def generate(self, prompt: str, settings: DecodeSettings, stop: threading.Event | None = None,
+                 prompt_ids: list[int] | None = None) -> "Generation":
+        """A generation to iterate over. `prompt_ids`: what `check(prompt, settings)` returned, so a
+        caller that checked the request already does not tokenize the prompt again; None: checked here."""
+        ids = self.check(prompt, settings) if prompt_ids is None else list(prompt_ids)
         return Generation(self, prompt, ids, settings, stop)
 
     def run(self, prompt: str, settings: DecodeSettings, stop: threading.Event | None = None) -> Run:
@@ -188,7 +177,7 @@ class Generation:
                 root_feat = drafter.catch_up(head_cache, unseen.feats, unseen.next_tokens, unseen.start)
                 tree = drafter.draft(s, head_cache, root, root_feat, L, max_depth, gen)
             else:
-                tree = DraftTree((root,), (-1,), (1.0,), (0.0,))
+                tree = DraftTree.root_only(root)
             t1 = time.perf_counter()
 
             # 2. verify: one ordinary target forward over root + tree (tree mask, depth positions)

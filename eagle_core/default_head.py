@@ -1,4 +1,6 @@
-"""Which head to use: the one shipped in assets/ for the default target, or a given directory."""
+"""Which heads to use: the ones shipped in assets/ for the default target (EAGLE-1/2:
+assets/head-smollm2-135m, EAGLE-3: assets/head3-smollm2-135m), or a given directory.
+engine_loading.load_engine builds an Engine from them."""
 from __future__ import annotations
 
 import os
@@ -37,7 +39,7 @@ def load_default_head(target, path: str | None = None):
 
 
 # -- EAGLE-3 ----------------------------------------------------------------------------------
-DEFAULT_HEAD3_DIR = os.path.join(ASSETS, "head3-smollm2-135m")  # shipped once trained (issue 12)
+DEFAULT_HEAD3_DIR = os.path.join(ASSETS, "head3-smollm2-135m")  # the shipped EAGLE-3 head
 
 
 def random_head3(target, seed: int = 0, draft_vocab: list[int] | None = None):

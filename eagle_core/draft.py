@@ -31,30 +31,68 @@ from .tree import DraftTree, select_closed_top, static_tree_layout
 from .verify import logits_to_probs
 
 
+class TreeBuilder:
+    """A draft tree as it grows, node by node (node 0 the root), and where each node the head has
+    run on sits in the head cache (`slots`, for the attention mask of deeper nodes)."""
+
+    def __init__(self, root_token: int, committed: int):
+        self.tokens, self.parents, self.q, self.scores = [root_token], [-1], [1.0], [0.0]
+        self.q_dists: list[torch.Tensor | None] = [None]  # sampled chains: the distribution each node was drawn from
+        self.committed = committed  # head-cache entries of the committed context (every node sees them)
+        self.slots: dict[int, int] = {}  # node -> its head-cache entry, once the head has run on it
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def add(self, token: int, parent: int, q: float, score: float, q_dist: torch.Tensor | None = None) -> int:
+        """Append a node (`score`: cumulative log q up to it); returns its index."""
+        self.tokens.append(token); self.parents.append(parent); self.q.append(q); self.scores.append(score)
+        self.q_dists.append(q_dist)
+        return len(self.tokens) - 1
+
+    def build(self, keep: list[int] | None = None, with_q_dists: bool = False) -> DraftTree:
+        """The finished DraftTree: all nodes, or only `keep` (ascending, ancestor-closed, 0 first)."""
+        keep = list(range(len(self))) if keep is None else keep
+        remap = {old: new for new, old in enumerate(keep)}
+        return DraftTree(tuple(self.tokens[i] for i in keep), tuple(remap[self.parents[i]] if i else -1 for i in keep),
+                         tuple(self.q[i] for i in keep), tuple(self.scores[i] for i in keep),
+                         q_dists=tuple(self.q_dists[i] for i in keep) if with_q_dists else None)
+
+
 class Drafter:
-    def __init__(self, head: EagleHead, target, draft_vocab: list[int] | None = None):
+    def __init__(self, head, target, draft_vocab: list[int] | None = None):
+        self._check_fits(head, target)
+        self.head = head
+        self.target = target
+        self.embed = target.embed
+        self.vocab_map, self.lm_weight = self._draft_lm(head, target, draft_vocab)
+        # The head's layers and its LM-head product run on the target's CPU kernels (eagle_core.kernels).
+        self.lm = kernels.linear_of(self.lm_weight, target.linear_backend(tuple(self.lm_weight.shape)))
+        if getattr(target, "kernels", None) is not None and target.kernels.swaps:
+            kernels.install(head, target.kernels.policy)
+
+    @staticmethod
+    def _check_fits(head, target) -> None:
+        if not isinstance(head, EagleHead):
+            raise TypeError(f"an EAGLE-1/2 drafter needs an EagleHead, not {type(head).__name__} "
+                            "(an EAGLE-3 head drafts through draft3.Eagle3Drafter: Engine(..., head3=...))")
         if head.config.hidden_size != target.hidden_size:
             raise ValueError(f"head does not fit the target: head hidden size {head.config.hidden_size}, "
                              f"target hidden size {target.hidden_size}")
         if head.config.vocab_size != target.vocab_size:
             raise ValueError(f"head does not fit the target: head vocabulary {head.config.vocab_size}, "
                              f"target vocabulary {target.vocab_size}")
-        self.head = head
-        self.target = target
-        self.embed = target.embed
+
+    @staticmethod
+    def _draft_lm(head, target, draft_vocab):
+        """(target id of each draft id or None, the LM-head weight the drafts come from (N, H)).
+        Reduced draft vocabulary: the head's LM-head product only over N frequent tokens.
+        Verification still uses the full vocabulary, so this changes speed, never the output."""
         w = target.lm_head.weight
-        # Reduced draft vocabulary: the head's LM-head product only over N frequent tokens.
-        # Verification still uses the full vocabulary, so this changes speed, never the output.
-        if draft_vocab is not None:
-            self.vocab_map = torch.tensor(draft_vocab, dtype=torch.long, device=w.device)
-            self.lm_weight = w[self.vocab_map].detach().clone()  # (N, H)
-        else:
-            self.vocab_map = None
-            self.lm_weight = w.detach()  # (V, H)
-        # The head's layers and its LM-head product run on the target's CPU kernels (eagle_core.kernels).
-        self.lm = kernels.linear_of(self.lm_weight, target.linear_backend(tuple(self.lm_weight.shape)))
-        if getattr(target, "kernels", None) is not None and target.kernels.swaps:
-            kernels.install(head, target.kernels.policy)
+        if draft_vocab is None:
+            return None, w.detach()  # (V, H)
+        vocab_map = torch.tensor(draft_vocab, dtype=torch.long, device=w.device)
+        return vocab_map, w[vocab_map].detach().clone()
 
     def new_cache(self, max_len: int) -> HeadCache:
         return self.head.new_cache(max_len)
@@ -86,79 +124,69 @@ class Drafter:
               root_pos: int, max_depth: int, generator=None) -> DraftTree:
         """Draft a tree below `root_token`; `max_depth` caps the depth (context / token budget)."""
         if max_depth <= 0:
-            return DraftTree((root_token,), (-1,), (1.0,), (0.0,))
+            return DraftTree.root_only(root_token)
         committed = cache.length
+        tree = TreeBuilder(root_token, committed)
         try:
             if s.method in ("eagle2", "eagle3"):  # EAGLE-3 drafts EAGLE-2's dynamic tree
-                return self._dynamic(s, cache, root_token, root_feat, root_pos, min(s.depth, max_depth))
+                return self._dynamic(s, cache, tree, root_feat, root_pos, min(s.depth, max_depth))
             if s.method == "eagle1":
-                return self._static(s, cache, root_token, root_feat, root_pos, max_depth)
+                return self._static(s, cache, tree, root_feat, root_pos, max_depth)
             if s.method == "chain":
-                return self._chain(s, cache, root_token, root_feat, root_pos, min(s.chain_length, max_depth), generator)
+                return self._chain(s, cache, tree, root_feat, root_pos, min(s.chain_length, max_depth), generator)
             raise ValueError(f"method {s.method!r} does not draft")
         finally:
             cache.crop(committed)  # drop the tree's scratch entries
 
-    def _expand(self, cache, committed, slots, parents, frontier, tokens, parent_feats, pos):
-        """Run the head on `frontier` nodes (all at one depth); each sees committed + ancestors + itself."""
+    def _expand(self, cache: HeadCache, tree: TreeBuilder, frontier: list[int], parent_feats: torch.Tensor,
+                pos: int) -> torch.Tensor:
+        """Run the head on `frontier` nodes (all at one depth, each fed its parent's predicted
+        feature, at head position `pos`); each sees the committed context, its ancestors and itself.
+        -> their predicted features (m, H)."""
         m = len(frontier)
         base = cache.length
         mask = torch.zeros(m, base + m, dtype=torch.bool, device=parent_feats.device)
-        mask[:, :committed] = True
+        mask[:, :tree.committed] = True
         for j, node in enumerate(frontier):
-            a = parents[node]
+            a = tree.parents[node]
             while a > 0:  # ancestors below the root were expanded earlier and have slots
-                mask[j, slots[a]] = True
-                a = parents[a]
+                mask[j, tree.slots[a]] = True
+                a = tree.parents[a]
             mask[j, base + j] = True
-            slots[node] = base + j
-        toks = torch.tensor([tokens[i] for i in frontier], device=parent_feats.device)
+            tree.slots[node] = base + j
+        toks = torch.tensor([tree.tokens[i] for i in frontier], device=parent_feats.device)
         positions = torch.full((m,), pos, dtype=torch.long, device=parent_feats.device)
         return self._run(toks, parent_feats, positions, cache, mask)  # (m, H)
 
-    def _dynamic(self, s, cache, root_token, root_feat, root_pos, depth):
-        """EAGLE-2: expand the best top_k frontier by cumulative log q, then keep the best total_tokens."""
-        k = s.tree_top_k
-        committed = cache.length
-        tokens, parents, q, scores = [root_token], [-1], [1.0], [0.0]
-        slots: dict[int, int] = {}
+    def _dynamic(self, s, cache, tree: TreeBuilder, root_feat, root_pos, depth) -> DraftTree:
+        """EAGLE-2: expand the best `width` frontier nodes by cumulative log q, `width` children
+        each, for `depth` levels; then keep the best `total` nodes (s.tree_top_k, s.total_tokens)."""
+        width, total = s.tree_top_k, s.total_tokens
         feats_of: dict[int, torch.Tensor] = {0: root_feat}  # predicted feature AT each node
         logq = torch.log_softmax(self._logits(root_feat[None]), -1)[0]
-        top_v, top_i = logq.topk(min(k, logq.shape[-1]))
-        frontier = []
-        for v, t in zip(top_v.tolist(), self._ids(top_i).tolist()):
-            tokens.append(t); parents.append(0); q.append(math.exp(v)); scores.append(v)
-            frontier.append(len(tokens) - 1)
+        top_v, top_i = logq.topk(min(width, logq.shape[-1]))
+        frontier = [tree.add(t, 0, math.exp(v), v) for v, t in zip(top_v.tolist(), self._ids(top_i).tolist())]
         for d in range(1, depth):
-            pf = torch.stack([feats_of[parents[i]] for i in frontier])
-            out = self._expand(cache, committed, slots, parents, frontier, tokens, pf, root_pos + d - 1)
+            pf = torch.stack([feats_of[tree.parents[i]] for i in frontier])
+            out = self._expand(cache, tree, frontier, pf, root_pos + d - 1)
             for j, node in enumerate(frontier):
                 feats_of[node] = out[j]
             logq = torch.log_softmax(self._logits(out), -1)  # (m, N)
-            top_v, top_i = logq.topk(min(k, logq.shape[-1]), dim=-1)  # (m, k)
+            top_v, top_i = logq.topk(min(width, logq.shape[-1]), dim=-1)  # (m, width)
             # one host transfer per depth, not one per element
-            cum = (torch.tensor([scores[i] for i in frontier], device=top_v.device)[:, None] + top_v).tolist()
+            cum = (torch.tensor([tree.scores[i] for i in frontier], device=top_v.device)[:, None] + top_v).tolist()
             qs, ids = top_v.exp().tolist(), self._ids(top_i).tolist()
-            new = []
-            for j, node in enumerate(frontier):
-                for r in range(len(ids[j])):
-                    tokens.append(ids[j][r]); parents.append(node); q.append(qs[j][r]); scores.append(cum[j][r])
-                    new.append(len(tokens) - 1)
-            # the next frontier: the best top_k of this depth's new nodes by cumulative score
-            best = sorted(range(len(new)), key=lambda b: -scores[new[b]])[:k]
+            new = [tree.add(ids[j][r], node, qs[j][r], cum[j][r])
+                   for j, node in enumerate(frontier) for r in range(len(ids[j]))]
+            # the next frontier: the best `width` of this depth's new nodes by cumulative score
+            best = sorted(range(len(new)), key=lambda b: -tree.scores[new[b]])[:width]
             frontier = sorted(new[b] for b in best)
-        keep = [0] + [i + 1 for i in select_closed_top(scores[1:], [p - 1 if p > 0 else -1 for p in parents[1:]],
-                                                       s.total_tokens)]
-        remap = {old: new for new, old in enumerate(keep)}
-        return DraftTree(tuple(tokens[i] for i in keep), tuple(remap[parents[i]] if i else -1 for i in keep),
-                         tuple(q[i] for i in keep), tuple(scores[i] for i in keep))
+        drafts = select_closed_top(tree.scores[1:], [p - 1 if p > 0 else -1 for p in tree.parents[1:]], total)
+        return tree.build([0] + [i + 1 for i in drafts])
 
-    def _static(self, s, cache, root_token, root_feat, root_pos, max_depth):
+    def _static(self, s, cache, tree: TreeBuilder, root_feat, root_pos, max_depth) -> DraftTree:
         """EAGLE-1: a fixed tree of rank paths (entry (0, 1) = 2nd choice after the 1st choice)."""
-        paths, pparents = static_tree_layout(p for p in s.static_tree if len(p) <= max_depth)
-        committed = cache.length
-        tokens, parents, q, scores = [root_token], [-1], [1.0], [0.0]
-        slots: dict[int, int] = {}
+        paths, _ = static_tree_layout(p for p in s.static_tree if len(p) <= max_depth)
         node_of = {(): 0}
         dists = {0: torch.log_softmax(self._logits(root_feat[None]), -1)[0]}  # log q at each expanded node
         feats_of = {0: root_feat}
@@ -167,31 +195,25 @@ class Drafter:
             # expand the parents of this level that are not expanded yet (all at depth - 1 >= 1)
             need = sorted({node_of[p[:-1]] for p in level} - dists.keys())
             if need:
-                pf = torch.stack([feats_of[parents[i]] for i in need])
-                out = self._expand(cache, committed, slots, parents, need, tokens, pf, root_pos + depth - 2)
+                pf = torch.stack([feats_of[tree.parents[i]] for i in need])
+                out = self._expand(cache, tree, need, pf, root_pos + depth - 2)
                 lq = torch.log_softmax(self._logits(out), -1)
                 for j, i in enumerate(need):
                     feats_of[i], dists[i] = out[j], lq[j]
             for p in level:
                 par = node_of[p[:-1]]
-                lq = dists[par]
-                rank_v, rank_i = lq.topk(p[-1] + 1)
+                rank_v, rank_i = dists[par].topk(p[-1] + 1)
                 v, t = float(rank_v[-1]), int(self._ids(rank_i[-1:])[0])
-                tokens.append(t); parents.append(par); q.append(math.exp(v)); scores.append(scores[par] + v)
-                node_of[p] = len(tokens) - 1
-        return DraftTree(tuple(tokens), tuple(parents), tuple(q), tuple(scores))
+                node_of[p] = tree.add(t, par, math.exp(v), tree.scores[par] + v)
+        return tree.build()
 
-    def _chain(self, s, cache, root_token, root_feat, root_pos, length, generator):
+    def _chain(self, s, cache, tree: TreeBuilder, root_feat, root_pos, length, generator) -> DraftTree:
         """A single path. Greedy: the head's argmax each step. Sampling: draw from the head's q
         (same temperature / top-p / top-k as the target) and keep q for the min(1, p/q) rule."""
-        committed = cache.length
-        tokens, parents, q, scores, q_dists = [root_token], [-1], [1.0], [0.0], [None]
-        slots: dict[int, int] = {}
         feat = root_feat
         for d in range(1, length + 1):
             if d > 1:
-                feat = self._expand(cache, committed, slots, parents, [len(tokens) - 1], tokens, feat[None],
-                                    root_pos + d - 2)[0]
+                feat = self._expand(cache, tree, [len(tree) - 1], feat[None], root_pos + d - 2)[0]
             logits = self._logits(feat[None])[0]
             if s.greedy:
                 lq = torch.log_softmax(logits, -1)
@@ -203,7 +225,5 @@ class Drafter:
                 tok, qv = int(self._ids(torch.tensor([i], device=probs.device))[0]), float(probs[i])
                 qd = torch.zeros(self.target.vocab_size)
                 qd[self._ids(torch.arange(probs.shape[0], device=probs.device)).cpu()] = probs.cpu()
-            tokens.append(tok); parents.append(len(tokens) - 2); q.append(qv)
-            scores.append(scores[-1] + math.log(max(qv, 1e-30))); q_dists.append(qd)
-        return DraftTree(tuple(tokens), tuple(parents), tuple(q), tuple(scores),
-                         q_dists=tuple(q_dists) if not s.greedy else None)
+            tree.add(tok, len(tree) - 1, qv, tree.scores[-1] + math.log(max(qv, 1e-30)), qd)
+        return tree.build(with_q_dists=not s.greedy)

@@ -1,9 +1,10 @@
 """Drafting with an EAGLE-3 head: the same trees as EAGLE-1/2 (eagle_core/draft.py), another head.
 
 EAGLE-3 (arXiv:2503.01840) keeps EAGLE-2's dynamic tree; only what the head reads and how it
-turns a feature into a token distribution change, so this drafter overrides three small pieces
+turns a feature into a token distribution change, so this drafter overrides a few small pieces
 of `Drafter` and inherits the chain, static and dynamic tree code unchanged:
 
+  fit       check_fits: the target has the layers the head reads (also gives `target_layers`)
   catch up  the committed pairs carry the target's captured layer inputs (m, 3H), fused by the
             head's `fc`; the head's own pre-norm output then feeds every deeper draft step
   logits    the head's own norm + lm_head over its draft vocabulary (not the target's LM head)
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import torch
 
-from . import kernels
 from .draft import Drafter
 from .head3 import Eagle3Head, check_fits
 
@@ -23,15 +23,17 @@ from .head3 import Eagle3Head, check_fits
 class Eagle3Drafter(Drafter):
     def __init__(self, head: Eagle3Head, target):
         self.target_layers = check_fits(head.config, target)  # raises ValueError naming both sizes
-        self.head = head
-        self.target = target
-        self.embed = target.embed
+        super().__init__(head, target)
+
+    @staticmethod
+    def _check_fits(head, target) -> None:
+        """Done in __init__ (check_fits, which also gives the target layers the head reads)."""
+
+    @staticmethod
+    def _draft_lm(head, target, draft_vocab):
+        """The head's own LM head over its draft vocabulary, and the target id of each draft id (d2t)."""
         w = head.lm_head.weight
-        self.vocab_map = head.draft_ids().to(w.device)  # (N,) target id of each draft id
-        self.lm_weight = w.detach()  # (N, H)
-        self.lm = kernels.linear_of(self.lm_weight, target.linear_backend(tuple(self.lm_weight.shape)))
-        if getattr(target, "kernels", None) is not None and target.kernels.swaps:
-            kernels.install(head, target.kernels.policy)
+        return head.draft_ids().to(w.device), w.detach()  # (N,), (N, H)
 
     def _logits(self, feats: torch.Tensor) -> torch.Tensor:
         """(m, H) head outputs (pre-norm) -> (m, N) draft logits."""
@@ -45,12 +47,3 @@ class Eagle3Drafter(Drafter):
         fused = self.head.fuse(feats.to(self.head.fc.weight.dtype))  # (m, H)
         pos = torch.arange(start_pos, start_pos + feats.shape[0], device=feats.device)
         return self._run(next_tokens, fused, pos, cache)[-1]
-
-
-def make_drafter(head, target, draft_vocab: list[int] | None = None) -> Drafter:
-    """The drafter for `head`: EAGLE-3 (its own vocabulary) or EAGLE-1/2 (optional reduced vocabulary)."""
-    if isinstance(head, Eagle3Head):
-        if draft_vocab is not None:
-            raise ValueError("an EAGLE-3 head carries its own draft vocabulary (d2t); pass no draft_vocab")
-        return Eagle3Drafter(head, target)
-    return Drafter(head, target, draft_vocab)

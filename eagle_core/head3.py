@@ -37,8 +37,9 @@ from dataclasses import asdict, dataclass, fields
 import torch
 from torch import nn
 
-from .head import (OPTIONAL_KEYS, AttentionBlock, HeadBase, HeadCache, LayerCache, RMSNorm, _rope_theta,
-                   apply_rope, read_state_dict, rope_inv_freq, unroll)
+from .head import OPTIONAL_KEYS, read_state_dict
+from .head_parts import (AttentionBlock, HeadBase, HeadCache, LayerCache, RMSNorm, _rope_theta, apply_rope,
+                         rope_inv_freq, unroll)
 
 ARCHITECTURES = ("LlamaForCausalLMEagle3", "LlamaForCausalLM")  # the first is written (SGLang needs it)
 LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # vLLM's name, inside "eagle_config"

@@ -82,7 +82,7 @@ def _fused(installed, parts: list[kernels.Linear]) -> _Product:
 
 def _own(lin: kernels.Linear) -> _Product:
     """An unfused product (o_proj, down_proj) on the Linear's own prepared weight."""
-    if lin._state is None or lin._version != kernels._version(lin.weight):
+    if lin._state is None or lin._version != kernels.weight_version(lin.weight):
         lin.prepare()
     return _Product(lin.backend, lin._state, None if lin.bias is None else lin.bias.detach(), lin.out_features)
 
@@ -205,7 +205,7 @@ class LeanDecoder:
     def _fingerprint(self) -> list:
         """What changes when a source weight is edited in place or given new storage (once per call)."""
         if self._inference:
-            return [kernels._version(t) for t in self._sources]
+            return [kernels.weight_version(t) for t in self._sources]
         return [(t.data_ptr(), t._version) for t in self._sources]
 
     def _pack(self) -> None:

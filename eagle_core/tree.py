@@ -33,6 +33,11 @@ class DraftTree:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    @classmethod
+    def root_only(cls, token: int) -> "DraftTree":
+        """The tree of a cycle that drafts nothing: the root alone."""
+        return cls((token,), (-1,), (1.0,), (0.0,))
+
     @property
     def depths(self) -> tuple[int, ...]:
         return depths_from_parents(self.parents)
@@ -94,15 +99,15 @@ def root_to_leaf_paths(parents) -> list[list[int]]:
     return paths
 
 
-def select_closed_top(scores, parents, k: int) -> list[int]:
-    """Indices of the best `k` nodes by score, always ancestor-closed, in index order.
+def select_closed_top(scores, parents, total: int) -> list[int]:
+    """Indices of the best `total` nodes by score, always ancestor-closed, in index order.
 
-    A child's cumulative log-probability never exceeds its parent's, so the best-k set is
+    A child's cumulative log-probability never exceeds its parent's, so the best set is
     closed under "parent of" except for exact ties; breaking ties by index (parents have
     smaller indices than children) makes it closed always.
     """
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
-    kept = set(order[:k])
+    kept = set(order[:total])
     for i in kept:
         assert parents[i] < 0 or parents[i] in kept, "selection is not ancestor-closed"
     return sorted(kept)

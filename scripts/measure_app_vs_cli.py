@@ -76,8 +76,7 @@ def example_prompts(n: int) -> list[str]:
 
 def cli(prompt: str, method: str, a) -> dict:
     cmd = [sys.executable, "-m", "eagle_core", "generate", "--json", "--prompt", prompt, "--method", method,
-           "--max-new-tokens", str(a.max_new), "--depth", str(a.depth), "--tree-top-k", str(a.top_k),
-           "--total-tokens", str(a.total)] + (["--threads", str(a.threads)] if a.threads else [])
+           "--max-new-tokens", str(a.max_new), "--tree", f"{a.depth},{a.top_k},{a.total}"] + (["--threads", str(a.threads)] if a.threads else [])
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 

@@ -50,10 +50,9 @@ def default_engine():
     """The default target + head, loaded once per test session (~6 s when the weights are cached)."""
     global _ENGINE
     if _ENGINE is None:
-        from eagle_core import Engine, load_default_head, load_target
+        from eagle_core import load_engine
 
-        target = load_target()
-        _ENGINE = Engine(target, *load_default_head(target))
+        _ENGINE = load_engine()
     return _ENGINE
 
 

@@ -23,8 +23,8 @@ def bench_run(tmp_path_factory):
     prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
     out = d / "bench.json"
     cmd = [sys.executable, "-m", "eagle_core.bench", "--prompts", str(prompts), "--max-new-tokens", "8",
-           "--methods", "vanilla,hf,hf-pld,eagle", "--repeats", "1", "--warmup", "0", "--depth", "3",
-           "--tree-top-k", "4", "--total-tokens", "8", "--json-out", str(out), "--md-out", str(d / "bench.md"),
+           "--methods", "vanilla,hf,hf-pld,eagle", "--repeats", "1", "--warmup", "0", "--tree", "3,4,8",
+           "--json-out", str(out), "--md-out", str(d / "bench.md"),
            "--save-tokens", "--quiet"]
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=repo)
@@ -94,12 +94,12 @@ def test_summarize_hand_worked():
 
 
 def test_best_setting_maximises_tokens_per_second():
-    from eagle_core.bench.costmodel import best_setting, parse_trees
-    from eagle_core.config import TreeSetting, parse_tree
+    from eagle_core.bench.costmodel import best_setting
+    from eagle_core.config import TreeSetting, parse_tree, parse_trees
 
-    small, big, huge = parse_trees("3,4,8;5,8,24;6,10,60")
+    small, big, huge = parse_trees(["3,4,8", "5,8,24", "6,10,60"])
     assert small == TreeSetting(3, 4, 8) == parse_tree("3,4,8") and small.label == "d3/k4/t8"
-    assert (small.depth, small.top_k, small.total_tokens) == (3, 4, 8)  # one order everywhere
+    assert (small.depth, small.width, small.total_tokens) == (3, 4, 8)  # one order everywhere
     with pytest.raises(ValueError, match="depth,top_k,total_tokens"):
         parse_tree("60,6")
     cycle_ms = {small: 100.0, big: 150.0, huge: 300.0}
@@ -157,8 +157,8 @@ def test_journal_resumes_and_reports(tmp_path):
     journal = tmp_path / "run.jsonl"
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     base = [sys.executable, "-m", "eagle_core.bench", "--prompts", str(prompts), "--max-new-tokens", "6",
-            "--methods", "vanilla,eagle", "--warmup", "0", "--depth", "2", "--tree-top-k", "2",
-            "--total-tokens", "4", "--journal", str(journal)]
+            "--methods", "vanilla,eagle", "--warmup", "0", "--tree", "2,2,4",
+            "--journal", str(journal)]
 
     def bench(*extra):
         proc = subprocess.run(base + list(extra), capture_output=True, text=True, timeout=300, cwd=repo)

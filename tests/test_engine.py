@@ -199,3 +199,40 @@ def test_trace_json_round_trip():
         run_from_json("{not json")
     with pytest.raises(ValueError):
         run_from_json('{"summary": {}, "cycles": []}')
+
+
+def test_generate_takes_the_ids_check_returned(monkeypatch):
+    """A caller that checked the request passes the ids on; the prompt is not tokenized again and
+    the run is the same as without them."""
+    target = tiny_target("llama", seed=3)
+    engine = Engine(target, tiny_head(target))
+    s = DecodeSettings(max_new_tokens=10, chat_template=False)
+    ids = engine.check("abc", s)
+    plain = engine.run("abc", s)
+    monkeypatch.setattr(target, "encode_prompt", lambda *a, **k: pytest.fail("tokenized again"))
+    g = engine.generate("abc", s, prompt_ids=ids)
+    for _ in g:
+        pass
+    assert g.run.summary.token_ids == plain.summary.token_ids and g.run.summary.prompt_tokens == len(ids)
+
+
+def test_load_engine_loads_the_heads_the_methods_need():
+    from eagle_core import load_engine
+    from eagle_core.head3 import Eagle3Head
+
+    from test_head3 import tiny_target8
+
+    target = tiny_target8(seed=4)
+    both = load_engine(target)
+    assert both.drafter is not None and isinstance(both.drafter3.head, Eagle3Head) and "random" in both.head3_name
+    only2 = load_engine(target, methods=("eagle2",))
+    assert only2.drafter is not None and only2.drafter3 is None
+    assert load_engine(target, methods=("vanilla",)).drafter is None
+    with pytest.raises(ValueError, match="unknown method"):
+        load_engine(target, methods=("eagle9",))
+    with pytest.raises(TypeError, match="head3"):
+        Engine(target, both.drafter3.head)  # an EAGLE-3 head in the EAGLE-1/2 slot
+    shallow = tiny_target("llama", seed=4)  # 2 layers: too few for an EAGLE-3 head
+    assert load_engine(shallow).drafter3 is None
+    with pytest.raises(ValueError, match="the target has 2 layers"):
+        load_engine(shallow, methods=("eagle3",))

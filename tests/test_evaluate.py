@@ -82,7 +82,7 @@ def test_eval_command_runs_either_head(method, tmp_path, monkeypatch):
     prompts.write_text('{"prompt": "abcabc", "category": "x"}\n{"prompt": "hello", "category": "y"}\n')
     out = tmp_path / "r.json"
     args = argparse.Namespace(head=head_dir, method=method, prompts=[str(prompts)], limit=None, per_category=None,
-                              max_new_tokens=6, temperatures=[0.0], trees=[parse_tree("2,2,4")], draft_vocab="head",
+                              max_new_tokens=6, temperatures=[0.0], tree=[parse_tree("2,2,4")], draft_vocab="head",
                               threads=1, json_out=str(out))
     evaluate.run_eval(args)
     res = json.loads(out.read_text())
@@ -119,7 +119,7 @@ def test_eval_cut_short_keeps_the_sets_it_finished(tmp_path, monkeypatch):
     monkeypatch.setattr(evaluate, "evaluate_prompts", stopped_in_second_set)
     out = tmp_path / "r.json"
     args = argparse.Namespace(head=head_dir, method="eagle2", prompts=[str(prompts)], limit=None, per_category=None,
-                              max_new_tokens=4, temperatures=[0.0, 1.0], trees=[parse_tree("2,2,4")],
+                              max_new_tokens=4, temperatures=[0.0, 1.0], tree=[parse_tree("2,2,4")],
                               draft_vocab="head", threads=1, json_out=str(out))
     with pytest.raises(KeyboardInterrupt):
         evaluate.run_eval(args)

@@ -118,10 +118,10 @@ def test_trainers_read_the_cache(tmp_path, monkeypatch):
         target_batch(target, head, (1, 2, 3), train, idx, 32)
 
     from eagle_core import target as target_mod
-    from eagle_core.train import loop
+    from eagle_core.train import session
     from eagle_core.train.__main__ import main
 
-    monkeypatch.setattr(loop, "load_target", lambda *a, **k: target)
+    monkeypatch.setattr(session, "load_target", lambda *a, **k: target)
     monkeypatch.setattr(target_mod, "load_target", lambda *a, **k: target)
     common = ["--data", out, "--epochs", "1", "--threads", "1", "--tokens-per-batch", "96", "--draft-vocab", "16",
               "--holdout-every", "4"]

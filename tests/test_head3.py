@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 
 from conftest import CharTokenizer
 from eagle_core import DecodeSettings, Engine, from_model, run_from_json, run_to_json
-from eagle_core.default_head import random_head3
+from eagle_core.default_head import load_default_head3, random_head3
 from eagle_core.head3 import Eagle3Config, Eagle3Head, default_layers, load_head3, save_head3
 
 # The official EAGLE-3 key layout (yuhuili/EAGLE3-* checkpoints; vLLM llama_eagle3.py maps
@@ -217,13 +217,13 @@ def test_engine_methods_pick_their_head():
     from conftest import tiny_head
 
     target = tiny_target8(seed=4)
-    engine = Engine(target, tiny_head(target), None, "eagle2-head")  # EAGLE-3 head loaded lazily
+    engine = Engine(target, tiny_head(target), None, "eagle2-head", *load_default_head3(target))  # the default EAGLE-3 head
     s = dict(max_new_tokens=12, chat_template=False)
     r2 = engine.run("abc", DecodeSettings(method="eagle2", **s))
     r3 = engine.run("abc", DecodeSettings(method="eagle3", **s))
     assert r2.summary.head == "eagle2-head" and r2.summary.head_layers == ()
     assert "random (untrained)" in r3.summary.head and r3.summary.token_ids == r2.summary.token_ids
-    only3 = Engine(target, tiny_head3(target))  # an EAGLE-3 head passed as the head
+    only3 = Engine(target, head3=tiny_head3(target))  # an EAGLE-3 head only
     with pytest.raises(ValueError, match="needs an EAGLE-1/2 head"):
         only3.generate("abc", DecodeSettings(method="eagle2", **s))
     with pytest.raises(ValueError, match="needs an EAGLE-3 head"):

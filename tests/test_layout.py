@@ -77,3 +77,49 @@ def test_engine_never_imports_measurement():
             assert bench <= {"eagle_core.bench.prompts"}, (mod, bench)
         else:
             assert not bench, (mod, bench)
+
+
+# ---- sizes: short functions, short files, __init__.py files that only hand names on ----------------
+SIZED = [ROOT, os.path.join(os.path.dirname(ROOT), "viz")]  # the app's files join later
+MAX_FUNCTION_LINES = 80
+MAX_FILE_LINES = 400
+
+
+def _sources():
+    for top in SIZED:
+        for d, _, files in os.walk(top):
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    yield os.path.join(d, f)
+
+
+def test_functions_and_files_are_short():
+    long_functions, long_files = [], []
+    for path in _sources():
+        text = open(path, encoding="utf-8").read()
+        rel = os.path.relpath(path, os.path.dirname(ROOT))
+        if text.count("\n") > MAX_FILE_LINES:
+            long_files.append(f"{rel}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{rel}:{node.lineno} {node.name}: {n} lines")
+    assert not long_files, f"files over {MAX_FILE_LINES} lines: {long_files}"
+    assert not long_functions, f"functions over {MAX_FUNCTION_LINES} lines: {long_functions}"
+
+
+def test_package_inits_only_hand_names_on():
+    """An __init__.py holds a docstring, imports and __all__: the code lives in named modules."""
+    for path in _sources():
+        if os.path.basename(path) != "__init__.py":
+            continue
+        for node in ast.parse(open(path, encoding="utf-8").read()).body:
+            docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str)
+            imports = isinstance(node, (ast.Import, ast.ImportFrom))
+            exports = isinstance(node, (ast.Assign, ast.AugAssign)) and all(
+                isinstance(t, ast.Name) and t.id == "__all__"
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+            assert docstring or imports or exports, \
+                f"{os.path.relpath(path, os.path.dirname(ROOT))}:{node.lineno}: {type(node).__name__} in an __init__.py"

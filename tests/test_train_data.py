@@ -269,7 +269,7 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     """`train --data DIR` and `train3 --data DIR` end to end on an id dataset (tiny targets stand
     in for the default model)."""
     from eagle_core import target as target_mod
-    from eagle_core.train import loop
+    from eagle_core.train import session
     from eagle_core.train.__main__ import main
     from eagle_core.train.ids import FORMAT, tokenizer_fingerprint, write_manifest
     from test_head3 import tiny_target8
@@ -282,7 +282,7 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     entry = write_part(os.path.join(data, "p.npz"), seqs, [4] * len(seqs), ["oasst_prompts_en.jsonl"] * len(seqs),
                        list(range(1, len(seqs) + 1)), 24)
     write_manifest(data, {"format": FORMAT, "tokenizer": tokenizer_fingerprint(t2), "files": [entry]})
-    monkeypatch.setattr(loop, "load_target", lambda *a, **k: t2)
+    monkeypatch.setattr(session, "load_target", lambda *a, **k: t2)
     common = ["--data", data, "--epochs", "1", "--threads", "1", "--tokens-per-batch", "128", "--draft-vocab", "16",
               "--holdout-every", "4"]
     main(["train", *common, "--out", str(tmp_path / "run2")])

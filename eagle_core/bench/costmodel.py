@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from ..config import DecodeSettings, TreeSetting, parse_tree
+from ..config import DecodeSettings, TreeSetting, add_tree_argument
 from ..decode import Engine, compact_cache
 from ..tree import tree_attention_mask, tree_positions
 from .cost_report import forward_table, head_table, render_png, tree_rows, tree_table
@@ -40,11 +40,6 @@ from .timing import median_s, sync
 
 DEFAULT_TREES = (TreeSetting(3, 4, 8), TreeSetting(4, 6, 12), TreeSetting(5, 8, 16), TreeSetting(5, 8, 24),
                  TreeSetting(6, 10, 32), TreeSetting(6, 10, 60))
-
-
-def parse_trees(text: str) -> tuple[TreeSetting, ...]:
-    """"5,8,24;6,10,60" -> TreeSettings, each triple depth,top_k,total_tokens (config.parse_tree)."""
-    return tuple(parse_tree(part) for part in text.split(";") if part.strip())
 
 
 def best_setting(taus: dict, cycle_ms: dict):
@@ -174,8 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--ctx", type=int, default=300, help="committed context (cache) length")
     ap.add_argument("--max-n", type=int, default=64, help="forward sizes 1..MAX_N")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--trees", default=";".join(f"{t.depth},{t.top_k},{t.total_tokens}" for t in DEFAULT_TREES),
-                    help="tree settings 'depth,top_k,total_tokens;...'")
+    add_tree_argument(ap, multiple=True, default=DEFAULT_TREES)
     ap.add_argument("--draft-vocab", type=int, default=8192, help="reduced draft vocabulary size to compare (0: skip)")
     ap.add_argument("--cycle-tokens", type=int, default=32, help="new tokens per engine run for cycle costs")
     ap.add_argument("--head", default=None, help="head directory (default: shipped head, else random)")
@@ -198,24 +192,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> dict:
     import sys
 
-    from .. import load_default_head, load_target
+    from ..engine_loading import load_engine
 
     a = build_parser().parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    trees = parse_trees(a.trees)
+    trees = tuple(a.tree)
     sizes = list(range(1, a.max_n + 1))
     if a.quick:
         sizes, trees, a.repeats, a.cycle_tokens = [1, 4, 16], trees[:2], 2, 8
-    target = load_target(a.model, a.device)
-    head, vocab, head_name = load_default_head(target, a.head)
+    engine = load_engine(a.model, a.head, device=a.device, methods=("eagle2",))
+    target, head, vocab, head_name = engine.target, engine.drafter.head, engine.draft_vocab, engine.head_name
     log(f"target {target.describe()}; head {head_name}; machine {machine_info(target.device)}")
 
     log("1/4 target forward ...")
     fwd = measure_forward(target, a.ctx, sizes, a.repeats)
     log("2/4 head steps ...")
-    widths = sorted({1, 2, 4} | {t.top_k for t in trees})
+    widths = sorted({1, 2, 4} | {t.width for t in trees})
     vocab_sizes = (None,) + ((a.draft_vocab,) if a.draft_vocab else ())
     hs = measure_head_steps(target, head, a.ctx, widths, vocab_sizes, repeats=max(a.repeats, 3))
     log("3/4 whole cycles per tree ...")
@@ -227,12 +221,12 @@ def main(argv=None) -> dict:
     taus = None
     if a.prompts:
         ps = [p.text for p in load_prompts(a.prompts, a.limit)]
-        taus = measure_taus(Engine(target, head, vocab, head_name), ps, trees, a.tau_tokens)
+        taus = measure_taus(engine, ps, trees, a.tau_tokens)
     prof = None
     if not a.no_profile:
         log("4/4 profile one EAGLE configuration ...")
         t = trees[min(len(trees) - 1, 3)] if not a.quick else trees[0]
-        prof = profile_cycles(Engine(target, head, vocab, head_name), prompt, t.settings(max_new_tokens=a.cycle_tokens))
+        prof = profile_cycles(engine, prompt, t.settings(max_new_tokens=a.cycle_tokens))
         prof["setting"] = t.label
 
     parts = [f"Measured on {target.describe()}, {torch.get_num_threads()} threads, cache {a.ctx} tokens, "

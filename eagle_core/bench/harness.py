@@ -9,7 +9,7 @@ same condition: the target's EOS ids or `max_new_tokens`, EOS itself not counted
   vanilla  the engine's own loop with no drafter (tau = 1 by construction)
   hf       transformers `model.generate`, greedy or sampled
   hf-pld   transformers prompt-lookup decoding (`prompt_lookup_num_tokens`)
-  eagle    the engine with an EAGLE head and the tree settings given (--depth, --tree-top-k, ...)
+  eagle    the engine with an EAGLE head and the tree given (--tree D,K,T or a preset)
 
 Fairness: after a warm-up, the methods run interleaved per prompt (A B C A B C ...), so a drift
 in machine speed hits all of them alike. Each run is timed here, around the whole call, with the
@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from ..config import DecodeSettings
+from ..config import DecodeSettings, add_tree_argument, default_tree
 from .journal import Journal, Sample, sample_to_dict
 from .prompts import Prompt, load_prompts
 from .report import eagle_by_tau, machine_info, render_markdown, render_png, replace_block, summarize
@@ -163,9 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--head", default=None, help="head directory (default: the shipped head, else a random one)")
     g.add_argument("--head3", default=None, help="EAGLE-3 head directory for eagle3 (default: shipped, else random)")
     g.add_argument("--eagle-method", default="eagle2", choices=("eagle2", "eagle1", "chain"))
-    g.add_argument("--depth", type=int, default=DecodeSettings.depth)
-    g.add_argument("--tree-top-k", type=int, default=DecodeSettings.tree_top_k)
-    g.add_argument("--total-tokens", type=int, default=DecodeSettings.total_tokens)
+    add_tree_argument(g)
     g.add_argument("--chain-length", type=int, default=DecodeSettings.chain_length)
     g = ap.add_argument_group("prompt lookup")
     g.add_argument("--pld-tokens", type=int, default=10, help="prompt_lookup_num_tokens")
@@ -235,8 +233,7 @@ def main(argv=None) -> dict:
 
 def _run(args, methods, prompts, log):
     """Load the model and run the benchmark; returns (samples, run key, journal segments)."""
-    from .. import Engine, load_default_head, load_target
-    from ..default_head import load_default_head3
+    from ..engine_loading import load_engine
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -245,32 +242,29 @@ def _run(args, methods, prompts, log):
         hf_logging.set_verbosity_error()  # generate() warns about generation flags on every call
     except ImportError:
         pass
+    # the engine methods: bench "eagle" runs --eagle-method with the EAGLE-1/2 head, "eagle3" the EAGLE-3 head
+    engine_methods = [args.eagle_method if m == "eagle" else m for m in methods if m in ("eagle", "eagle3")]
+    engine = load_engine(args.model, args.head if "eagle" in methods else None,
+                         args.head3 if "eagle3" in methods else None, args.device, methods=engine_methods)
+    target, head_name, vocab, head3_name = engine.target, engine.head_name, engine.draft_vocab, engine.head3_name
+    tree = args.tree or default_tree(target.device)
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
-                              top_k=args.top_k, depth=args.depth, tree_top_k=args.tree_top_k,
-                              total_tokens=args.total_tokens, chain_length=args.chain_length,
+                              top_k=args.top_k, **tree.fields(), chain_length=args.chain_length,
                               seed=args.seed).validate()
-    target = load_target(args.model, args.device)
-    head = vocab = None
-    head_name = ""
-    if "eagle" in methods:
-        head, vocab, head_name = load_default_head(target, args.head)
-    head3, head3_name = load_default_head3(target, args.head3) if "eagle3" in methods else (None, "")
     key = {
         "methods": methods, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
         "top_p": args.top_p, "top_k": args.top_k, "seed": args.seed, "threads": torch.get_num_threads(),
-        "eagle": {"method": args.eagle_method, "depth": args.depth, "tree_top_k": args.tree_top_k,
-                  "total_tokens": args.total_tokens, "head": head_name,
+        "eagle": {"method": args.eagle_method, **tree.fields(), "head": head_name,
                   "draft_vocab": len(vocab) if vocab else None},
         "pld": {"prompt_lookup_num_tokens": args.pld_tokens, "max_matching_ngram_size": args.pld_ngram},
         "model": target.describe(),
     }
-    if head3 is not None:  # only then, so journals of earlier runs keep their key
-        key["eagle3"] = {"head": head3_name, "draft_vocab": head3.config.draft_vocab_size}
+    if engine.drafter3 is not None:  # only then, so journals of earlier runs keep their key
+        key["eagle3"] = {"head": head3_name, "draft_vocab": engine.drafter3.head.config.draft_vocab_size}
     try:
         journal = Journal(args.journal, key) if args.journal else None
     except ValueError as e:
         sys.exit(str(e))
-    engine = Engine(target, head, vocab, head_name, head3, head3_name)
     log(f"target {target.describe()}; head {head_name or '-'}; head3 {head3_name or '-'}; {len(prompts)} prompts x {args.repeats} repeats; "
         f"methods {', '.join(methods)}")
     runner = Runner(target, engine, settings, args.eagle_method, args.pld_tokens, args.pld_ngram)

@@ -1,9 +1,9 @@
 """Which EAGLE-2 tree decodes fastest here: vanilla and several trees, interleaved per prompt.
 
     python -m eagle_core.bench.tree_sweep --prompts ../shared/data/eval/mt_bench_question.jsonl \
-        --limit 12 --trees "2,2,4;3,3,6;3,4,8;4,4,10;4,6,12;5,6,16;5,8,24" --threads 2
+        --limit 12 --tree 2,2,4 3,3,6 3,4,8 4,4,10 4,6,12 5,6,16 5,8,24 --threads 2
 
-Each prompt is decoded by vanilla and by EAGLE-2 with every tree (depth,top_k,total_tokens, the
+Each prompt is decoded by vanilla and by EAGLE-2 with every tree (depth,width,total_tokens, the
 order of config.parse_tree) one after another, so a drift in machine speed hits all settings
 alike; the table gives tokens/s, tau and the speedup over vanilla summed over all prompts, and
 whether every greedy output equals vanilla's. The winner is what the `cpu` preset should be.
@@ -16,17 +16,18 @@ import time
 
 import torch
 
-from ..config import DecodeSettings, parse_tree
+from ..config import DecodeSettings, add_tree_argument, parse_trees
 from .prompts import load_prompts
 from .report import machine_info
+
+SWEEP = parse_trees(["2,2,4", "3,3,6", "3,4,8", "4,4,10", "4,6,12", "5,6,16", "5,8,24"])  # the default trees swept
 
 
 def sweep(engine, prompts, trees, max_new_tokens: int = 128, log=print) -> dict:
     """{"vanilla": {...}, "d,k,t": {...}}: tokens, seconds, cycles, tau and identical-output counts."""
     base = DecodeSettings(method="vanilla", max_new_tokens=max_new_tokens)
     settings = {"vanilla": base}
-    settings.update({f"{t.depth},{t.top_k},{t.total_tokens}": base.with_(method="eagle2", depth=t.depth,
-                     tree_top_k=t.top_k, total_tokens=t.total_tokens) for t in trees})
+    settings.update({t.text: base.with_(method="eagle2", **t.fields()) for t in trees})
     engine.run(prompts[0].text, base.with_(max_new_tokens=8))  # warm-up
     stats = {name: dict(tokens=0, seconds=0.0, cycles=0, committed=0.0, identical=0, prompts=0) for name in settings}
     for p in prompts:
@@ -70,21 +71,18 @@ def main(argv=None) -> dict:
     ap.add_argument("--limit", type=int, default=12)
     ap.add_argument("--per-category", type=int, default=None, help="at most N prompts per category (before --limit)")
     ap.add_argument("--head", default=None, help="EAGLE-1/2 head directory (default: the shipped head)")
-    ap.add_argument("--trees", default="2,2,4;3,3,6;3,4,8;4,4,10;4,6,12;5,6,16;5,8,24")
+    add_tree_argument(ap, multiple=True, default=SWEEP)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    from ..decode import Engine
-    from ..default_head import load_default_head
-    from ..target import load_target
+    from ..engine_loading import load_engine
 
-    trees = [parse_tree(t) for t in args.trees.split(";") if t.strip()]
-    target = load_target()
-    head, vocab, name = load_default_head(target, args.head)
-    engine = Engine(target, head, vocab, name)
+    trees = list(args.tree)
+    engine = load_engine(head=args.head, methods=("eagle2",))
+    target, name = engine.target, engine.head_name
     prompts = load_prompts(args.prompts, per_category=args.per_category)[:args.limit]
     stats = sweep(engine, prompts, trees, args.max_new_tokens)
     info = {**machine_info(target.device), "kernels": target.describe(), "head": name}
@@ -92,7 +90,7 @@ def main(argv=None) -> dict:
     print(md)
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump({"machine": info, "args": vars(args), "stats": stats}, f, indent=1)
+            json.dump({"machine": info, "args": {**vars(args), "tree": [t.text for t in trees]}, "stats": stats}, f, indent=1)
     return stats
 
 

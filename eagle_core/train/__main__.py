@@ -4,19 +4,21 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..config import parse_tree
+from ..config import add_tree_argument
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m eagle_core.train", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-
-    g = sub.add_parser("gen", help="self-distillation data: the target answers training prompts")
-    g.add_argument("--train-dir", default=os.path.normpath(os.path.join(SHARED, "train")))
-    g.add_argument("--eval-dir", default=os.path.normpath(os.path.join(SHARED, "eval")),
+def _add_prompt_dirs(p) -> None:
+    p.add_argument("--train-dir", default=os.path.normpath(os.path.join(SHARED, "train")))
+    p.add_argument("--eval-dir", default=os.path.normpath(os.path.join(SHARED, "eval")),
                    help="prompts here are excluded from training (exact match after normalising)")
+
+
+def _data_parsers(sub) -> None:
+    """gen, ids-fixed, ids-gen: the training data."""
+    g = sub.add_parser("gen", help="self-distillation data: the target answers training prompts")
+    _add_prompt_dirs(g)
     g.add_argument("--out", default="data/gen")
     g.add_argument("--model", default=None)
     g.add_argument("--device", default=None)
@@ -30,19 +32,15 @@ def main(argv=None):
     g.add_argument("--threads", type=int, default=2)
 
     fx = sub.add_parser("ids-fixed", help="token-id dataset of the training files' own reference answers (no generation)")
-    fx.add_argument("--train-dir", default=os.path.normpath(os.path.join(SHARED, "train")))
-    fx.add_argument("--eval-dir", default=os.path.normpath(os.path.join(SHARED, "eval")),
-                    help="prompts here are excluded from training (exact match after normalising)")
-    fx.add_argument("--out", default="assets/train_data/fixed")
+    _add_prompt_dirs(fx)
+    fx.add_argument("--out", default="train_data/fixed")
     fx.add_argument("--model", default=None, help="the target whose tokenizer and chat template render the data")
     fx.add_argument("--max-prompt-tokens", type=int, default=384, help="longer prompts are skipped")
     fx.add_argument("--max-seq", type=int, default=1024, help="longer sequences are cut (answer tail dropped)")
 
     ig = sub.add_parser("ids-gen", help="token-id dataset of the target's own answers, batched generation (resumable)")
-    ig.add_argument("--train-dir", default=os.path.normpath(os.path.join(SHARED, "train")))
-    ig.add_argument("--eval-dir", default=os.path.normpath(os.path.join(SHARED, "eval")),
-                    help="prompts here are excluded from training (exact match after normalising)")
-    ig.add_argument("--out", default="assets/train_data/gen")
+    _add_prompt_dirs(ig)
+    ig.add_argument("--out", default="train_data/gen")
     ig.add_argument("--model", default=None)
     ig.add_argument("--batch", type=int, default=48, help="prompts per left-padded batch")
     ig.add_argument("--part-size", type=int, default=384, help="prompts per part file (the unit of resuming)")
@@ -64,6 +62,8 @@ def main(argv=None):
     ig.add_argument("--heldout-only", action="store_true",
                     help="answer only the prompts every trainer holds out: a self-distilled accuracy set")
 
+
+def _train_parser(sub) -> None:
     t = sub.add_parser("train", help="train the head on token-id datasets or generated shards (resumable)")
     t.add_argument("--data", nargs="+", default=["data/gen"],
                    help="token-id dataset directories (ids-fixed, ids-gen) and/or `gen` shard directories")
@@ -98,6 +98,8 @@ def main(argv=None):
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=2)
 
+
+def _train3_parser(sub) -> None:
     t3 = sub.add_parser("train3", help="train an EAGLE-3 head with the training-time test on the same data (resumable)")
     t3.add_argument("--data", nargs="+", default=["data/gen"],
                     help="token-id dataset directories (ids-fixed, ids-gen) and/or `gen` shard directories")
@@ -123,8 +125,10 @@ def main(argv=None):
     t3.add_argument("--seed", type=int, default=0)
     t3.add_argument("--threads", type=int, default=2)
 
+
+def _features_parser(sub) -> None:
     fc = sub.add_parser("features", help="cache the target's features of token-id datasets locally (resumable)")
-    fc.add_argument("--data", nargs="+", default=["assets/train_data/fixed"], help="token-id dataset directories")
+    fc.add_argument("--data", nargs="+", default=["train_data/fixed"], help="token-id dataset directories")
     fc.add_argument("--out", default="data/feats")
     fc.add_argument("--model", default=None)
     fc.add_argument("--layers", type=int, nargs="+", default=None,
@@ -142,10 +146,14 @@ def main(argv=None):
                     help="bf16: the target's matrix products under bfloat16 autocast (1.9x faster on a CPU "
                          "with AMX; features within ~1%% of fp32, same argmax 99.3%%)")
 
+
+def _export_parsers(sub) -> None:
     e = sub.add_parser("export", help="write the trained head in the EAGLE layout (+ draft vocabulary)")
     e.add_argument("--run", default="runs/head")
     e.add_argument("--out", default="assets/head-smollm2-135m")
 
+
+def _eval_parser(sub) -> None:
     v = sub.add_parser("eval", help="tau and per-depth acceptance on eval prompt sets")
     v.add_argument("--head", default=None, help="head directory (default: the shipped head of --method)")
     v.add_argument("--method", default="eagle2", choices=("eagle2", "eagle3"),
@@ -155,12 +163,13 @@ def main(argv=None):
     v.add_argument("--per-category", type=int, default=None, help="at most N prompts per category")
     v.add_argument("--max-new-tokens", type=int, default=128)
     v.add_argument("--temperatures", type=float, nargs="+", default=[0.0])
-    v.add_argument("--trees", nargs="+", type=parse_tree, default=[parse_tree("6,10,60")], metavar="D,K,T",
-                   help="EAGLE-2 trees, each depth,top_k,total_tokens (the order of every tree flag here)")
+    add_tree_argument(v, multiple=True)
     v.add_argument("--draft-vocab", default="head", help="head (the head's own) or full")
     v.add_argument("--threads", type=int, default=2)
     v.add_argument("--json-out", default=None)
 
+
+def _serving_and_plot_parsers(sub) -> None:
     xs = sub.add_parser("export-serving", help="write a head in the layout vLLM or SGLang loads (EAGLE-1/2 or EAGLE-3)")
     xs.add_argument("--head", default="assets/head-smollm2-135m", help="an EAGLE-1/2 or EAGLE-3 head directory")
     xs.add_argument("--for", dest="engine", required=True, choices=("vllm", "sglang"))
@@ -174,7 +183,18 @@ def main(argv=None):
     pl.add_argument("--run", default="runs/head")
     pl.add_argument("--out", default="docs/img/training.png")
 
-    args = ap.parse_args(argv)
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.train", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for add in (_data_parsers, _train_parser, _train3_parser, _features_parser, _export_parsers, _eval_parser,
+                _serving_and_plot_parsers):
+        add(sub)
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     if args.cmd == "ids-fixed":
         from .fixed import run_ids_fixed
         run_ids_fixed(args)
@@ -185,7 +205,7 @@ def main(argv=None):
         from .data import run_gen
         run_gen(args)
     elif args.cmd == "train":
-        from .loop import run_train
+        from .session import run_train
         run_train(args)
     elif args.cmd == "train3":
         from .loop3 import run_train3
@@ -194,7 +214,7 @@ def main(argv=None):
         from .featcache import run_features
         run_features(args)
     elif args.cmd == "export":
-        from .loop import run_export
+        from .session import run_export
         run_export(args)
     elif args.cmd == "export-serving":
         from .serving import run_export_serving

@@ -15,9 +15,9 @@ from collections import defaultdict
 import torch
 
 from ..bench.prompts import load_prompts
-from ..config import DecodeSettings
+from ..config import DecodeSettings, default_tree
 from ..decode import Engine
-from ..default_head import load_default_head
+from ..engine_loading import load_engine
 from ..target import load_target
 from ..trace import acceptance_rates, tau
 from .ids import write_manifest  # the project's atomic JSON write
@@ -53,31 +53,25 @@ def evaluate_prompts(engine: Engine, prompts, settings: DecodeSettings, log=prin
 
 def run_eval(args):
     torch.set_num_threads(args.threads)
-    target = load_target()
     method = getattr(args, "method", "eagle2")
-    if method == "eagle3":
-        from ..default_head import load_default_head3
-
-        head3, name = load_default_head3(target, args.head)
-        engine = Engine(target, head3=head3, head3_name=name)
-        draft_vocab = head3.config.draft_vocab_size
+    eagle3 = method == "eagle3"  # --head names the head of the method evaluated
+    engine = load_engine(load_target(), head=None if eagle3 else args.head, head3=args.head if eagle3 else None,
+                         methods=(method,), full_vocab=args.draft_vocab == "full")
+    if eagle3:
+        name, draft_vocab = engine.head3_name, engine.drafter3.head.config.draft_vocab_size
     else:
-        head, vocab, name = load_default_head(target, args.head)
-        if args.draft_vocab == "full":
-            vocab = None
-        engine = Engine(target, head, vocab, name)
-        draft_vocab = len(vocab) if vocab else "full"
+        name, draft_vocab = engine.head_name, len(engine.draft_vocab) if engine.draft_vocab else "full"
     results = {"head": name, "method": method, "draft_vocab": draft_vocab, "runs": []}
-    for tree in args.trees:  # TreeSettings (parsed by the command line)
+    for tree in args.tree or [default_tree(engine.target.device)]:  # TreeSettings (parsed by the command line)
         for temp in args.temperatures:
             s = tree.settings(method, temperature=temp, max_new_tokens=args.max_new_tokens, seed=0)
             for path in args.prompts:
                 prompts = load_eval_prompts(path, args.per_category)[:args.limit]
-                print(f"{path}: {len(prompts)} prompts, tree depth={tree.depth} top_k={tree.top_k} "
+                print(f"{path}: {len(prompts)} prompts, tree depth={tree.depth} top_k={tree.width} "
                       f"total={tree.total_tokens}, T={temp}", flush=True)
                 res = evaluate_prompts(engine, prompts, s, log=lambda m: print(m, flush=True))
                 results["runs"].append({"prompts": path.split("/")[-1],
-                                        "tree": [tree.depth, tree.top_k, tree.total_tokens], "temperature": temp,
+                                        "tree": [tree.depth, tree.width, tree.total_tokens], "temperature": temp,
                                         "max_new_tokens": args.max_new_tokens, **res})
                 o = res["overall"]
                 acc = ", ".join(f"d{d} {a:.2f}" for d, a in o["acceptance_by_depth"].items())

@@ -6,7 +6,7 @@ the head's own training step. Without a cache each epoch pays it again; with one
 first pass does. The cache is local (`data/`, not committed): the token ids that make it are
 committed (train/ids.py), so it can always be rebuilt.
 
-    python -m eagle_core.train features --data assets/train_data/fixed --out data/feats --minutes 60
+    python -m eagle_core.train features --data train_data/fixed --out data/feats --minutes 60
 
 Layout of the output directory:
     features.json   what made it (datasets, target fingerprint, layers, max_seq, order seed) and

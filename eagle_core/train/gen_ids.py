@@ -201,6 +201,29 @@ def generate_part(target, prompts, batch: int, settings: dict, first_batch: int,
             "done": [p.key for p in prompts], "batches": -(-len(enc) // batch), "skipped_long": len(skipped)}
 
 
+def add_part(out: str, manifest: dict, part: dict, vocab_size: int, generator: str, seconds: float):
+    """Write one generated part (generate_part's result) as the next part file of `out` and record
+    it in the manifest (written atomically). -> (the part's number, its manifest entry)."""
+    n = len(manifest["files"])
+    path = os.path.join(out, f"part_{n:05d}.npz")
+    names = sorted({s for s, _ in part["done"]} | set(part["srcs"]))
+    entry = write_part(path, part["seqs"], part["plens"], part["srcs"], part["lines"], vocab_size,
+                       temperature=np.array(part["temps"], dtype=np.float32),
+                       done_source=np.array([names.index(s) for s, _ in part["done"]], dtype=np.int32),
+                       done_line=np.array([l for _, l in part["done"]], dtype=np.int32),
+                       done_source_names=np.array(names, dtype=str))
+    entry.update(prompts=len(part["done"]), skipped_long_prompt=part["skipped_long"], seconds=round(seconds, 1),
+                 generator=generator)
+    manifest["files"].append(entry)
+    manifest["batches"] += part["batches"]
+    manifest["generation_s"] = round(manifest["generation_s"] + entry["seconds"], 1)
+    manifest["totals"] = summarize(manifest["files"])
+    manifest["sources"] = {k: {**v, "licence": source_info(k).licence} for k, v in per_source(manifest["files"]).items()}
+    manifest["command"] = "python -m eagle_core.train " + " ".join(sys.argv[1:])
+    write_manifest(out, manifest)
+    return n, entry
+
+
 def run_ids_gen(args, target=None) -> dict:
     """python -m eagle_core.train ids-gen; `target` (tests) replaces loading args.model. -> the manifest."""
     from ..target import load_target
@@ -254,23 +277,7 @@ def run_ids_gen(args, target=None) -> dict:
         t0 = time.time()
         part = generate_part(target, todo[start:start + args.part_size], args.batch, settings, manifest["batches"], report,
                              generator, layers)
-        n = len(manifest["files"])
-        path = os.path.join(args.out, f"part_{n:05d}.npz")
-        names = sorted({s for s, _ in part["done"]} | set(part["srcs"]))
-        entry = write_part(path, part["seqs"], part["plens"], part["srcs"], part["lines"], target.vocab_size,
-                           temperature=np.array(part["temps"], dtype=np.float32),
-                           done_source=np.array([names.index(s) for s, _ in part["done"]], dtype=np.int32),
-                           done_line=np.array([l for _, l in part["done"]], dtype=np.int32),
-                           done_source_names=np.array(names, dtype=str))
-        entry.update(prompts=len(part["done"]), skipped_long_prompt=part["skipped_long"], seconds=round(time.time() - t0, 1),
-                     generator=generator)
-        manifest["files"].append(entry)
-        manifest["batches"] += part["batches"]
-        manifest["generation_s"] = round(manifest["generation_s"] + entry["seconds"], 1)
-        manifest["totals"] = summarize(manifest["files"])
-        manifest["sources"] = {k: {**v, "licence": source_info(k).licence} for k, v in per_source(manifest["files"]).items()}
-        manifest["command"] = "python -m eagle_core.train " + " ".join(sys.argv[1:])
-        write_manifest(args.out, manifest)
+        n, entry = add_part(args.out, manifest, part, target.vocab_size, generator, time.time() - t0)
         if fm is not None and part["seqs"]:
             recs = [{"ids": torch.tensor(q), "prompt_len": pl, "source": src, "line": ln, "own": True,
                      "final": f[0], "captured": f[1]}

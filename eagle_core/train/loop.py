@@ -14,27 +14,23 @@ The soft cross-entropy runs over the reduced draft vocabulary the head will draf
 `--unroll K` adds the training-time test: K - 1 more draft steps in which the head reads its own
 predicted features, attending as a draft node deeper in the tree does (`step_loss`).
 
-A checkpoint (head, optimiser, schedule, position in the epoch, RNG) is written atomically
-every few minutes; rerunning the same command resumes exactly where it stopped.
+The resumable run that applies this recipe (data, optimiser, checkpoints, the epoch loop) is
+session.py's.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
-import time
 from collections import Counter
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from ..head import DRAFT_VOCAB_FILE, EagleHead, HeadConfig, save_head, write_draft_vocab
+from ..head import DRAFT_VOCAB_FILE, EagleHead
 from ..head import read_draft_vocab as head_read_draft_vocab
-from ..target import load_target
 from .features import id_batch, length_batches, teacher_forced
-from .datasets import load_training_data
 from .sources import CHAT_SOURCES
 
 PROMPT_WEIGHT = 0.3  # loss weight of prompt positions (response positions weigh 1)
@@ -268,158 +264,3 @@ def holdout_record(epoch_end: int, state: dict, ev: dict[str, dict]) -> dict:
     """One log line of held-out results per set: the "all" set's keys plain, the others suffixed."""
     return {"epoch_end": epoch_end, "step": state["step"], "elapsed_s": round(state["elapsed"], 1),
             **{f"{k}_{name}" if name != "all" else k: v for name, e in ev.items() for k, v in e.items()}}
-
-
-def lr_factor(step: int, total_steps: int) -> float:
-    """Learning-rate multiplier: linear warm-up, then cosine decay from 1 to LR_FLOOR."""
-    warm = max(1, total_steps // WARMUP_DIVISOR)
-    cos = math.cos(math.pi * min(step, total_steps) / total_steps)
-    return min(1.0, (step + 1) / warm) * (LR_FLOOR + (1 - LR_FLOOR) * 0.5 * (1 + cos))
-
-
-def optimizer_and_resume(head, lr: float, total_steps: int, ckpt: str, new: set[str] | None = None,
-                         old_lr_scale: float = 1.0):
-    """AdamW with the recipe's betas, the warm-up/cosine schedule over `total_steps`, and the loop
-    state; restored from `ckpt` if it exists. Returns (opt, sched, state, checkpoint or None).
-    With `new` (names of parameters a warm start lacked), the others learn at lr * old_lr_scale."""
-    named = list(head.named_parameters())
-    if new is None or old_lr_scale == 1.0:
-        groups = [{"params": [p for _, p in named]}]
-    else:
-        groups = [{"params": [p for n, p in named if n in new]},
-                  {"params": [p for n, p in named if n not in new], "lr": lr * old_lr_scale}]
-    opt = torch.optim.AdamW(groups, lr=lr, betas=ADAM_BETAS, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total_steps))
-    state = {"epoch": 0, "batch": 0, "step": 0, "elapsed": 0.0}
-    if not os.path.exists(ckpt):
-        return opt, sched, state, None
-    c = torch.load(ckpt, weights_only=False)
-    head.load_state_dict(c["head"]); opt.load_state_dict(c["opt"]); sched.load_state_dict(c["sched"])
-    return opt, sched, c["state"], c
-
-
-def run_train(args):
-    torch.set_num_threads(args.threads)
-    os.makedirs(args.out, exist_ok=True)
-    target = load_target()
-    device = target.device
-    # the first `holdout_shards` shards are never trained on (held-out accuracy), whatever
-    # else is added later, so warm starts from earlier runs cannot leak into the held-out set
-    # (token-id datasets: 1 prompt in --holdout-every, by hash of its source and line)
-    train_recs, hold_recs = load_training_data(args.data, target, args.holdout_shards, args.max_shards,
-                                               args.holdout_every)
-    if not train_recs:
-        raise SystemExit(f"no training data in {args.data}: run `python -m eagle_core.train ids-fixed` or `gen` first")
-    hold_recs, excluded = drop_excluded(hold_recs, getattr(args, "holdout_exclude", None))
-    train_recs = train_recs[:getattr(args, "max_records", None)]  # a prefix: a feature cache's order is shuffled
-    V = target.vocab_size
-    if getattr(args, "draft_vocab_from", None):
-        vocab = read_draft_vocab(args.draft_vocab_from, V)
-    elif args.draft_vocab:
-        vocab = draft_vocabulary(train_recs, args.draft_vocab, V)
-    else:
-        vocab = list(range(V))
-    lm_w = target.lm_head.weight.detach()[torch.tensor(vocab)].clone()
-    embed = target.embed
-    n_tok = sum(len(r["ids"]) for r in train_recs)
-    n_resp = sum(len(r["ids"]) - r["prompt_len"] for r in train_recs)
-    info = {"sequences": len(train_recs), "tokens": n_tok, "response_tokens": n_resp, "holdout": len(hold_recs),
-            "draft_vocab": len(vocab), "draft_vocab_coverage": coverage(hold_recs, vocab),
-            "holdout_excluded": excluded}
-    print(json.dumps(info), flush=True)
-
-    torch.manual_seed(args.seed)
-    init_sd = init_state(args.init) if args.init else None
-    layers = getattr(args, "layers", None) or (state_layers(init_sd) if init_sd else 1)
-    head = EagleHead(HeadConfig.for_target(target.config, num_hidden_layers=layers)).to(device)
-    ckpt = os.path.join(args.out, "ckpt.pt")
-    new = None
-    if init_sd is not None:
-        new = warm_start(head, init_sd)  # a resumed run overwrites these weights below
-        if not os.path.exists(ckpt):
-            print(f"initialised from {args.init}" + (f"; new: {len(new)} tensors of layers "
-                  f"{state_layers(init_sd)}..{layers - 1}, starting as the identity" if new else ""), flush=True)
-    per_epoch = len(make_batches(train_recs, args.tokens_per_batch, args.max_seq, 0))
-    total_steps = per_epoch * args.epochs
-    opt, sched, state, c = optimizer_and_resume(head, args.lr, total_steps, ckpt, new,
-                                                getattr(args, "init_lr_scale", 1.0))
-    if c is not None:
-        torch.set_rng_state(c["rng"])
-        print(f"resumed at epoch {state['epoch']} batch {state['batch']} (step {state['step']})", flush=True)
-    with open(os.path.join(args.out, "info.json"), "w") as f:
-        json.dump({**info, "args": vars(args)}, f, indent=2)
-    write_draft_vocab(args.out, vocab)
-
-    def save():
-        tmp = ckpt + ".tmp"
-        torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "state": state,
-                    "rng": torch.get_rng_state(), "config": head.config.to_json_dict()}, tmp)
-        os.replace(tmp, ckpt)
-
-    log = open(os.path.join(args.out, "log.jsonl"), "a")
-
-    def evaluate(epoch_end: int):
-        ev = {name: holdout_accuracy(head, embed, lm_w, recs, args, device, target)
-              for name, recs in holdout_sets(hold_recs).items()}
-        rec = holdout_record(epoch_end, state, ev)
-        log.write(json.dumps(rec) + "\n"); log.flush()
-        print(json.dumps(rec), flush=True)
-
-    if args.init and c is None and hold_recs:
-        evaluate(0)  # the warm start itself, on the same held-out sets: the baseline of this run
-    t_session, t_ckpt = time.time(), time.time()
-    head.train()
-    while state["epoch"] < args.epochs:
-        batches = make_batches(train_recs, args.tokens_per_batch, args.max_seq, args.seed + state["epoch"])
-        since_log = StepStats()
-        while state["batch"] < len(batches):
-            t0 = time.time()
-            batch = collate(train_recs, batches[state["batch"]], args.max_seq, device, target)
-            loss, st = step_loss(head, embed, lm_w, batch, args.noise, args.ce_weight, True, args.unroll)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), GRAD_CLIP)
-            opt.step(); sched.step()
-            state["batch"] += 1; state["step"] += 1
-            state["elapsed"] += time.time() - t0
-            since_log += st
-            if state["step"] % LOG_EVERY == 0:
-                n = since_log.batches
-                rec = {"step": state["step"], "epoch": state["epoch"] + state["batch"] / len(batches),
-                       "feat_loss": since_log.feat_loss / n, "ce_loss": since_log.ce_loss / n,
-                       "train_top1": since_log.top1 / max(since_log.count, 1),
-                       "lr": sched.get_last_lr()[0], "elapsed_s": round(state["elapsed"], 1)}
-                log.write(json.dumps(rec) + "\n"); log.flush()
-                print(json.dumps(rec), flush=True)
-                since_log = StepStats()
-            if time.time() - t_ckpt > args.ckpt_minutes * 60:
-                save(); t_ckpt = time.time()
-            if args.max_minutes and time.time() - t_session > args.max_minutes * 60:
-                save()
-                print("time budget reached; rerun the same command to resume", flush=True)
-                return
-        evaluate(state["epoch"] + 1)
-        state["epoch"] += 1; state["batch"] = 0
-        save()
-        run_export_from(head, vocab, os.path.join(args.out, "head"), info, state)
-    print("training done", flush=True)
-
-
-def run_export_from(head, vocab, out, info, state):
-    save_head(head, out, draft_vocab=vocab, dtype=torch.float16,
-              meta={"trained_on": info, "epochs": state["epoch"], "steps": state["step"]})
-
-
-def run_export(args):
-    c = torch.load(os.path.join(args.run, "ckpt.pt"), weights_only=False)
-    head = EagleHead(HeadConfig.from_json_dict(c["config"]))
-    head.load_state_dict(c["head"])
-    try:
-        vocab = head_read_draft_vocab(os.path.join(args.run, DRAFT_VOCAB_FILE), head.config.vocab_size)
-    except ValueError as e:
-        raise SystemExit(f"export: {e}") from None
-    with open(os.path.join(args.run, "info.json")) as f:
-        info = json.load(f)
-    info.pop("args", None)
-    run_export_from(head, vocab, args.out, info, c["state"])
-    print(f"wrote {args.out}")

@@ -31,7 +31,8 @@ import torch
 
 from ..head3 import Eagle3Config, Eagle3Head, save_head3
 from .features import cached, cached_features, id_batch, teacher_forced
-from .loop import GRAD_CLIP, LOG_EVERY, holdout_record, holdout_sets, make_batches, optimizer_and_resume
+from .loop import GRAD_CLIP, LOG_EVERY, holdout_record, holdout_sets, make_batches
+from .session import optimizer_and_resume
 
 TTT_STEPS = 7  # unrolled draft steps (the official trainer's `length`)
 TTT_DECAY = 0.8  # step k weighs 0.8^k

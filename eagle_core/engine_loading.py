@@ -1,0 +1,63 @@
+"""Building an Engine in one place: the target plus the heads its methods need.
+
+    from eagle_core import load_engine, DecodeSettings
+    engine = load_engine()                      # embedded SmolLM2-135M-Instruct + both shipped heads
+    run = engine.run("Hello!", DecodeSettings(method="eagle3"))
+
+Every command line, the benchmark, the evaluation and the app build their engine here;
+`decode.Engine` itself only takes parts that are already loaded.
+"""
+from __future__ import annotations
+
+from .config import METHODS
+from .decode import Engine
+from .default_head import load_default_head, load_default_head3
+from .head3 import check_fits
+from .target import Target, load_target
+
+EAGLE12_METHODS = ("eagle2", "eagle1", "chain")  # the methods that draft with an EAGLE-1/2 head
+
+
+def fits3(head3, target) -> bool:
+    """Whether `target` has the layers the EAGLE-3 head reads."""
+    try:
+        check_fits(head3.config, target)
+        return True
+    except ValueError:
+        return False
+
+
+def load_engine(model: str | Target | None = None, head: str | None = None, head3: str | None = None,
+                device: str | None = None, *, methods=None, full_vocab: bool = False) -> Engine:
+    """An Engine for `model` with the heads `methods` need.
+
+    model       a hub id or a directory (None: the embedded SmolLM2-135M-Instruct), or a Target
+                already loaded (then `device` is not used)
+    head        an EAGLE-1/2 head directory; None: the shipped head if it fits the target, else a
+                random untrained one (decoding stays lossless, tau ~ 1)
+    head3       an EAGLE-3 head directory; None: the shipped EAGLE-3 head for the default target,
+                else a random untrained one
+    device      cpu, cuda, mps; None: the best available
+    methods     the methods the engine must serve. The EAGLE-1/2 head is loaded for eagle2, eagle1
+                and chain, the EAGLE-3 head for eagle3, no head for vanilla; a head directory given
+                explicitly is always loaded (so a wrong one fails here). None: every method the
+                target can serve (the default EAGLE-3 head is left out if the target has too few
+                layers for one: then eagle3 requests are refused with a clear message)
+    full_vocab  draft the EAGLE-1/2 head over the target's full vocabulary instead of its own
+                reduced draft vocabulary (verification always uses the full one)
+    """
+    optional3 = methods is None and head3 is None
+    methods = METHODS if methods is None else tuple(methods)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
+    target = model if isinstance(model, Target) else load_target(model, device=device)
+    parts = {}
+    if head is not None or any(m in EAGLE12_METHODS for m in methods):
+        h, vocab, name = load_default_head(target, head)
+        parts.update(head=h, draft_vocab=None if full_vocab else vocab, head_name=name)
+    if head3 is not None or "eagle3" in methods:
+        h3, name3 = load_default_head3(target, head3)
+        if not (optional3 and not fits3(h3, target)):
+            parts.update(head3=h3, head3_name=name3)
+    return Engine(target, **parts)

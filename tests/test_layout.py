@@ -80,13 +80,16 @@ def test_engine_never_imports_measurement():
 
 
 # ---- sizes: short functions, short files, __init__.py files that only hand names on ----------------
-SIZED = [ROOT, os.path.join(os.path.dirname(ROOT), "viz")]  # the app's files join later
+REPO = os.path.dirname(ROOT)
+SIZED = [os.path.join(REPO, d) for d in ("eagle_core", "viz", "eagle_app", "scripts")] + [os.path.join(REPO, "app.py")]
 MAX_FUNCTION_LINES = 80
 MAX_FILE_LINES = 400
 
 
 def _sources():
     for top in SIZED:
+        if os.path.isfile(top):
+            yield top
         for d, _, files in os.walk(top):
             for f in sorted(files):
                 if f.endswith(".py"):
@@ -123,3 +126,26 @@ def test_package_inits_only_hand_names_on():
                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
             assert docstring or imports or exports, \
                 f"{os.path.relpath(path, os.path.dirname(ROOT))}:{node.lineno}: {type(node).__name__} in an __init__.py"
+
+
+# ---- the top level shows the design ---------------------------------------------------------------
+def test_app_py_is_the_only_top_level_python_file():
+    assert sorted(f for f in os.listdir(REPO) if f.endswith(".py")) == ["app.py"]
+
+
+def test_nothing_outside_the_tests_imports_them():
+    offenders = []
+    for path in _sources():
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "tests" or n.startswith(("tests.", "conftest")) for n in names):
+                offenders.append(f"{os.path.relpath(path, REPO)}:{node.lineno}")
+    assert not offenders, offenders
+
+
+def test_test_files_stay_under_500_lines():
+    tests = os.path.join(REPO, "tests")
+    long = [f for f in sorted(os.listdir(tests)) if f.endswith(".py")
+            and open(os.path.join(tests, f), encoding="utf-8").read().count("\n") > 500]
+    assert not long, long

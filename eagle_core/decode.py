@@ -14,13 +14,12 @@ EAGLE-2's dynamic tree, arXiv:2406.16858):
 """
 from __future__ import annotations
 
-import os
 import threading
-import time
 from dataclasses import dataclass
 
 import torch
 
+from .clock import clock
 from .config import DecodeSettings
 from .draft import Drafter
 from .draft3 import Eagle3Drafter
@@ -147,18 +146,22 @@ class Generation:
         gen = torch.Generator().manual_seed(s.seed)
         eos = set(tgt.eos_ids)
         rule = "greedy" if s.greedy else ("ratio" if s.method == "chain" else "point_mass")
-        t_start = time.perf_counter()
+        # The clock (eagle_core.clock: device work finished first) runs only over the algorithm:
+        # prefill, then per cycle draft -> verify -> accept -> update. Node labels, the cycle's
+        # text and its record are made between timed segments, and `timed` adds the segments up.
+        t_start = clock(dev)
 
         # 0. prefill: the prompt through the target; its last logits give the first new token
         cache = tgt.new_cache()
         feats, head_feats = self._forward(torch.tensor([self.prompt_ids], device=dev), cache, None, None, layers)
         first = self._pick(tgt.logits(feats[-1:])[0], gen)
-        prefill_ms = (time.perf_counter() - t_start) * 1e3
         out_ids, stop_reason = cut_at_stop([first], 0, eos, s.max_new_tokens)
         L = len(self.prompt_ids)  # target cache length = position of the root
         unseen = UnseenPairs(head_feats, torch.tensor(self.prompt_ids[1:] + [first], device=dev), 0)
         head_cache = None if drafter is None else drafter.new_cache(min(limit, L + s.max_new_tokens) + HEAD_SCRATCH)
-        emitted = ""
+        timed = clock(dev) - t_start
+        prefill_ms = timed * 1e3
+        text_of = TextStream(tgt.decode)
         draft_s = verify_s = 0.0
         step = 0
         while stop_reason is None:
@@ -172,13 +175,13 @@ class Generation:
             max_depth = min(s.max_new_tokens - len(out_ids) - 1, limit - 1 - L)  # room for drafts + bonus
 
             # 1. draft: the head catches up on last cycle's tokens, then drafts below the root
-            t0 = time.perf_counter()
+            t0 = clock(dev)
             if drafter is not None:
                 root_feat = drafter.catch_up(head_cache, unseen.feats, unseen.next_tokens, unseen.start)
                 tree = drafter.draft(s, head_cache, root, root_feat, L, max_depth, gen)
             else:
                 tree = DraftTree.root_only(root)
-            t1 = time.perf_counter()
+            t1 = clock(dev)
 
             # 2. verify: one ordinary target forward over root + tree (tree mask, depth positions)
             mask = tree_attention_mask(tree.parents, L, dtype=tgt.dtype, device=dev) if len(tree) > 1 else None
@@ -188,23 +191,23 @@ class Generation:
             verdict = self._accept(tree, feats, gen)
             # 4. update: keep only the accepted path in the target's KV cache
             compact_cache(cache, L, list(verdict.accepted))
-            t2 = time.perf_counter()
-            draft_s += t1 - t0
-            verify_s += t2 - t1
-
             new = [tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus_token]
             committed, stop_reason = cut_at_stop(new, len(out_ids), eos, s.max_new_tokens)
             out_ids.extend(committed)
             if drafter is not None and stop_reason is None:
                 accepted = torch.tensor(verdict.accepted, device=dev)
                 unseen = UnseenPairs(head_feats[accepted], torch.tensor(new, device=dev), L)
-            text, emitted = self._delta(out_ids, emitted)
+            t2 = clock(dev)
+            draft_s += t1 - t0
+            verify_s += t2 - t1
+            timed += t2 - t0
+            # untimed: the cycle's text and its record (labels for every node)
+            text = text_of.push(out_ids)
             self.ending = stop_reason
             yield self._record(step, L, tree, verdict, committed, text, t1 - t0, t2 - t1, rule)
             L += len(verdict.accepted)
             step += 1
-        self.run = self._finish(out_ids, first, stop_reason, time.perf_counter() - t_start, prefill_ms,
-                                draft_s, verify_s)
+        self.run = self._finish(out_ids, first, stop_reason, timed, prefill_ms, draft_s, verify_s)
 
     def _finish(self, out_ids, first, stop_reason, wall, prefill_ms, draft_s, verify_s) -> Run:
         """The finished Run: the summary of the whole generation plus every cycle."""
@@ -238,32 +241,26 @@ class Generation:
 
     def _accept(self, tree: DraftTree, feats: torch.Tensor, gen) -> Verdict:
         """3. accept. On a CPU the LM head is bound by reading its weights (113 MB for SmolLM2),
-        so one product over every node costs about what one row costs: do it once per cycle."""
+        so one product over every node costs about what one row costs: do it once per cycle. What
+        the walk needs goes to the host in ONE transfer per cycle (on a GPU each transfer waits for
+        the device): greedy, each node's argmax and the p of each drafted token and of each argmax;
+        sampling, every node's processed distribution."""
         s, tgt = self.s, self.engine.target
-        rows = tgt.logits(feats)  # (n, V)
-        dists: dict[int, torch.Tensor] = {}
-        if s.greedy:
-            def prob(i, tok):
-                if i not in dists:
-                    dists[i] = torch.softmax(rows[i], -1)
-                return float(dists[i][tok])
-            return verify_greedy(tree.tokens, tree.parents, lambda i: int(rows[i].argmax()), prob)
-
-        def dist(i):
-            if i not in dists:
-                dists[i] = logits_to_probs(rows[i], s.temperature, s.top_p, s.top_k).cpu()
-            return dists[i]
-        if tree.q_dists is not None:
-            return verify_ratio(tree.tokens, tree.parents, dist, tree.q_dists, gen)
-        return verify_point_mass(tree.tokens, tree.parents, dist, gen)
-
-    def _delta(self, out_ids, emitted):
-        """Text added since the last cycle; an incomplete UTF-8 character is held back."""
-        full = self.engine.target.decode(out_ids)
-        if full.endswith("\ufffd"):
-            return "", emitted
-        common = os.path.commonprefix([full, emitted])  # == emitted unless decoding re-merged text
-        return full[len(common):], full
+        rows = tgt.logits(feats)  # (n, V) float32
+        if not s.greedy:
+            probs = logits_to_probs(rows, s.temperature, s.top_p, s.top_k).cpu()
+            if tree.q_dists is not None:
+                return verify_ratio(tree.tokens, tree.parents, lambda i: probs[i], tree.q_dists, gen)
+            return verify_point_mass(tree.tokens, tree.parents, lambda i: probs[i], gen)
+        dev = rows.device
+        parent = torch.tensor([max(p, 0) for p in tree.parents], device=dev)
+        lse = torch.logsumexp(rows, -1)
+        top_v, top_i = rows.max(-1)
+        p_draft = (rows[parent, torch.tensor(tree.tokens, device=dev)] - lse[parent]).exp()
+        top, p_token, p_top = torch.stack([top_i.double(), p_draft.double(), (top_v - lse).exp().double()]).tolist()
+        p_of = {(tree.parents[i], tree.tokens[i]): p_token[i] for i in range(1, len(tree))}
+        p_of.update({(i, int(top[i])): p_top[i] for i in range(len(tree))})
+        return verify_greedy(tree.tokens, tree.parents, lambda i: int(top[i]), lambda i, tok: p_of[(i, tok)])
 
     def _record(self, step, L, tree, v: Verdict, committed, text, draft_dt, verify_dt, rule) -> CycleRecord:
         tt = self.engine.target.token_text
@@ -280,3 +277,21 @@ class Generation:
             draft_ms=draft_dt * 1e3, verify_ms=verify_dt * 1e3, rule=rule, bonus_p=v.bonus_p,
         )
 
+
+
+class TextStream:
+    """The text a growing list of token ids adds, detokenised incrementally: each call decodes
+    only the window from the previous call's tokens on (linear in the output's length, where
+    decoding the whole output every cycle was quadratic). Text ending in an incomplete UTF-8
+    character is held back until the character is complete."""
+
+    def __init__(self, decode):
+        self.decode, self.start, self.read = decode, 0, 0
+
+    def push(self, ids) -> str:
+        before = self.decode(ids[self.start:self.read])
+        after = self.decode(ids[self.start:])
+        if after.endswith("\ufffd") or len(after) <= len(before):
+            return ""
+        self.start, self.read = self.read, len(ids)
+        return after[len(before):]

@@ -145,7 +145,7 @@ class Drafter:
         -> their predicted features (m, H)."""
         m = len(frontier)
         base = cache.length
-        mask = torch.zeros(m, base + m, dtype=torch.bool, device=parent_feats.device)
+        mask = torch.zeros(m, base + m, dtype=torch.bool)  # built on the host, copied to the device once
         mask[:, :tree.committed] = True
         for j, node in enumerate(frontier):
             a = tree.parents[node]
@@ -154,9 +154,10 @@ class Drafter:
                 a = tree.parents[a]
             mask[j, base + j] = True
             tree.slots[node] = base + j
-        toks = torch.tensor([tree.tokens[i] for i in frontier], device=parent_feats.device)
-        positions = torch.full((m,), pos, dtype=torch.long, device=parent_feats.device)
-        return self._run(toks, parent_feats, positions, cache, mask)  # (m, H)
+        dev = parent_feats.device
+        toks = torch.tensor([tree.tokens[i] for i in frontier], device=dev)
+        positions = torch.full((m,), pos, dtype=torch.long, device=dev)
+        return self._run(toks, parent_feats, positions, cache, mask.to(dev))  # (m, H)
 
     def _dynamic(self, s, cache, tree: TreeBuilder, root_feat, root_pos, depth) -> DraftTree:
         """EAGLE-2: expand the best `width` frontier nodes by cumulative log q, `width` children
@@ -165,7 +166,8 @@ class Drafter:
         feats_of: dict[int, torch.Tensor] = {0: root_feat}  # predicted feature AT each node
         logq = torch.log_softmax(self._logits(root_feat[None]), -1)[0]
         top_v, top_i = logq.topk(min(width, logq.shape[-1]))
-        frontier = [tree.add(t, 0, math.exp(v), v) for v, t in zip(top_v.tolist(), self._ids(top_i).tolist())]
+        vs, ts = torch.stack([top_v.double(), self._ids(top_i).double()]).tolist()  # one host transfer
+        frontier = [tree.add(int(t), 0, math.exp(v), v) for v, t in zip(vs, ts)]
         for d in range(1, depth):
             pf = torch.stack([feats_of[tree.parents[i]] for i in frontier])
             out = self._expand(cache, tree, frontier, pf, root_pos + d - 1)
@@ -174,9 +176,9 @@ class Drafter:
             logq = torch.log_softmax(self._logits(out), -1)  # (m, N)
             top_v, top_i = logq.topk(min(width, logq.shape[-1]), dim=-1)  # (m, width)
             # one host transfer per depth, not one per element
-            cum = (torch.tensor([tree.scores[i] for i in frontier], device=top_v.device)[:, None] + top_v).tolist()
-            qs, ids = top_v.exp().tolist(), self._ids(top_i).tolist()
-            new = [tree.add(ids[j][r], node, qs[j][r], cum[j][r])
+            cum = torch.tensor([tree.scores[i] for i in frontier], device=top_v.device)[:, None] + top_v
+            cum, qs, ids = torch.stack([cum.double(), top_v.exp().double(), self._ids(top_i).double()]).tolist()
+            new = [tree.add(int(ids[j][r]), node, qs[j][r], cum[j][r])
                    for j, node in enumerate(frontier) for r in range(len(ids[j]))]
             # the next frontier: the best `width` of this depth's new nodes by cumulative score
             best = sorted(range(len(new)), key=lambda b: -tree.scores[new[b]])[:width]
@@ -200,10 +202,15 @@ class Drafter:
                 lq = torch.log_softmax(self._logits(out), -1)
                 for j, i in enumerate(need):
                     feats_of[i], dists[i] = out[j], lq[j]
+            # each parent's top ranks, for the whole level in one host transfer
+            parents = sorted({node_of[p[:-1]] for p in level})
+            k = max(p[-1] for p in level) + 1
+            rank_v, rank_i = torch.stack([dists[i] for i in parents]).topk(k, dim=-1)
+            vs, ts = torch.stack([rank_v.double(), self._ids(rank_i).double()]).tolist()
+            row = {par: j for j, par in enumerate(parents)}
             for p in level:
                 par = node_of[p[:-1]]
-                rank_v, rank_i = dists[par].topk(p[-1] + 1)
-                v, t = float(rank_v[-1]), int(self._ids(rank_i[-1:])[0])
+                v, t = vs[row[par]][p[-1]], int(ts[row[par]][p[-1]])
                 node_of[p] = tree.add(t, par, math.exp(v), tree.scores[par] + v)
         return tree.build()
 
@@ -216,9 +223,9 @@ class Drafter:
                 feat = self._expand(cache, tree, [len(tree) - 1], feat[None], root_pos + d - 2)[0]
             logits = self._logits(feat[None])[0]
             if s.greedy:
-                lq = torch.log_softmax(logits, -1)
-                i = int(lq.argmax())
-                tok, qv, qd = int(self._ids(torch.tensor([i], device=lq.device))[0]), float(lq[i].exp()), None
+                lq_max, i = torch.log_softmax(logits, -1).max(-1)
+                tok, qv = torch.stack([self._ids(i).double(), lq_max.exp().double()]).tolist()  # one transfer
+                tok, qd = int(tok), None
             else:
                 probs = logits_to_probs(logits, s.temperature, s.top_p, s.top_k)
                 i = int(torch.multinomial(probs.cpu(), 1, generator=generator))

@@ -9,7 +9,7 @@ Every command line, the benchmark, the evaluation and the app build their engine
 """
 from __future__ import annotations
 
-from .config import METHODS
+from .config import METHODS, DecodeSettings
 from .decode import Engine
 from .default_head import load_default_head, load_default_head3
 from .head3 import check_fits
@@ -60,4 +60,17 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
         h3, name3 = load_default_head3(target, head3)
         if not (optional3 and not fits3(h3, target)):
             parts.update(head3=h3, head3_name=name3)
-    return Engine(target, **parts)
+    engine = Engine(target, **parts)
+    if str(target.device).startswith("cuda"):
+        warm_up(engine)
+    return engine
+
+
+def warm_up(engine: Engine) -> None:
+    """One short untimed run of every method the engine serves. On CUDA the first forward pays
+    for the context, kernel selection and memory pools; without this the first timed run (EAGLE,
+    which always runs first) would carry that cost and vanilla would not."""
+    for method in METHODS:
+        if method == "vanilla" or engine.drafter_for(method) is not None:
+            engine.run("Hello", DecodeSettings(method=method, max_new_tokens=4, depth=2, tree_top_k=2, total_tokens=4))
+

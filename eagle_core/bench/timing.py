@@ -1,21 +1,15 @@
 """The clock helpers every measurement in this package shares.
 
 Wall time is read with `time.perf_counter`; on CUDA the device is synchronised first, because
-kernels run asynchronously and the clock would otherwise stop before the work does. The engine
-itself never synchronises: only measurement code calls `sync`.
+kernels run asynchronously and the clock would otherwise stop before the work does (`sync` is
+eagle_core.clock's, which the engine's own clock uses too).
 """
 from __future__ import annotations
 
 import statistics
 import time
 
-import torch
-
-
-def sync(device) -> None:
-    """Wait for queued CUDA work on `device` (a no-op on a CPU)."""
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
+from ..clock import sync  # noqa: F401  (re-exported: the measurements' one sync)
 
 
 def median_s(fn, repeats: int, warmup: int = 0) -> float:

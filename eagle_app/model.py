@@ -42,7 +42,7 @@ class ModelHolder:
         try:
             if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
                 torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
-            self.engine = load_engine(self.model, self.head)
+            self.engine = load_engine(self.model, self.head, dtype=os.environ.get("EAGLE_APP_DTYPE") or None)
         except Exception as e:  # reported in the page; the app still replays traces
             self.error = f"{type(e).__name__}: {e}"
         self.load_s = time.perf_counter() - self.t0

@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--head", default=None, help="EAGLE head directory (default: the shipped head); with --method eagle3 "
                    "an EAGLE-3 head in the official layout (default: shipped, else random untrained)")
     g.add_argument("--device", default=None, help="cpu, cuda, mps (default: auto)")
+    g.add_argument("--dtype", default=None, choices=("auto", "float32", "bfloat16", "float16"),
+                   help="the target's precision (default auto: float32 on a CPU, and on a GPU for targets under "
+                        "1.5 B parameters; else bfloat16 where native, float16 elsewhere). Only float32 keeps "
+                        "greedy EAGLE identical to vanilla token for token; half precision may part at near-ties")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     g.add_argument("--trace", default=None, help="write the full trace JSON to this file")
@@ -65,7 +69,7 @@ def main(argv=None) -> int:
         settings = settings_from_args(a, device)
         eagle3 = settings.method == "eagle3"  # --head names the head of the method asked for
         engine = load_engine(a.model, head=None if eagle3 else a.head, head3=a.head if eagle3 else None,
-                             device=device, methods=(settings.method,))
+                             device=device, methods=(settings.method,), dtype=a.dtype)
         target = engine.target
         gen = engine.generate(a.prompt, settings)
         for cycle in gen:
@@ -86,7 +90,7 @@ def main(argv=None) -> int:
             "tokens_per_s": round(s.tokens_per_s, 3), "stop_reason": s.stop_reason, "method": s.method,
             "cycles": s.cycles, "wall_s": round(s.wall_s, 4), "draft_s": round(s.draft_s, 4),
             "verify_s": round(s.verify_s, 4), "prompt_tokens": s.prompt_tokens, "model": s.model, "head": s.head,
-            "device": s.device, "token_ids": list(s.token_ids), "settings": s.settings,
+            "device": s.device, "dtype": str(target.dtype).replace("torch.", ""), "token_ids": list(s.token_ids), "settings": s.settings,
         }, ensure_ascii=False))
     else:
         if not run.cycles:

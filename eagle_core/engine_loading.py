@@ -9,11 +9,13 @@ Every command line, the benchmark, the evaluation and the app build their engine
 """
 from __future__ import annotations
 
+import torch
+
 from .config import METHODS, DecodeSettings
 from .decode import Engine
 from .default_head import load_default_head, load_default_head3
 from .head3 import check_fits
-from .target import Target, load_target
+from .target import Target, load_target, parse_dtype
 
 EAGLE12_METHODS = ("eagle2", "eagle1", "chain")  # the methods that draft with an EAGLE-1/2 head
 
@@ -28,7 +30,8 @@ def fits3(head3, target) -> bool:
 
 
 def load_engine(model: str | Target | None = None, head: str | None = None, head3: str | None = None,
-                device: str | None = None, *, methods=None, full_vocab: bool = False) -> Engine:
+                device: str | None = None, *, methods=None, full_vocab: bool = False,
+                dtype: torch.dtype | str | None = None) -> Engine:
     """An Engine for `model` with the heads `methods` need.
 
     model       a hub id or a directory (None: the embedded SmolLM2-135M-Instruct), or a Target
@@ -43,6 +46,8 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
                 explicitly is always loaded (so a wrong one fails here). None: every method the
                 target can serve (the default EAGLE-3 head is left out if the target has too few
                 layers for one: then eagle3 requests are refused with a clear message)
+    dtype       the target's (and heads') dtype: float32, bfloat16, float16; None: the default policy
+                (float32 on a CPU, and on a GPU for small targets; target.default_dtype)
     full_vocab  draft the EAGLE-1/2 head over the target's full vocabulary instead of its own
                 reduced draft vocabulary (verification always uses the full one)
     """
@@ -51,7 +56,9 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
-    target = model if isinstance(model, Target) else load_target(model, device=device)
+    if isinstance(dtype, str) or dtype is None:
+        dtype = parse_dtype(dtype)
+    target = model if isinstance(model, Target) else load_target(model, device=device, dtype=dtype)
     parts = {}
     if head is not None or any(m in EAGLE12_METHODS for m in methods):
         h, vocab, name = load_default_head(target, head)

@@ -57,6 +57,18 @@ def pick_device(device: str | None = None) -> str:
 
 
 SMALL_TARGET_PARAMS = 1.5e9  # below this a GPU runs the target in float32
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def parse_dtype(name: str | None) -> torch.dtype | None:
+    """"float32" / "bfloat16" / "float16" (also fp32, bf16, fp16) -> the torch dtype; None or "auto" -> None
+    (the default policy, `default_dtype`)."""
+    if name is None or name == "auto":
+        return None
+    key = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}.get(name, name)
+    if key not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; choose float32, bfloat16, float16 or auto")
+    return DTYPES[key]
 
 
 def native_bf16(device: str = "cuda") -> bool:

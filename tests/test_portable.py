@@ -172,3 +172,20 @@ def test_half_precision_logits_are_float32():
     torch.testing.assert_close(out, torch.nn.functional.linear(feats.to(torch.bfloat16).float(),
                                                                t16.lm_head.weight.float()))
     assert (out - ref).abs().max() < 0.1  # and close to the float32 product
+
+
+@pytest.mark.parametrize("method", ["vanilla", "eagle", "eagle3"])
+def test_cli_runs_the_default_model_in_bfloat16(method):
+    """`--dtype bfloat16` for vanilla, EAGLE-2 and EAGLE-3 on the default model (the stock path:
+    the CPU kernels are float32 only)."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "eagle_core", "generate", "--prompt", "What is 2+3?", "--method", method,
+                          "--max-new-tokens", "12", "--dtype", "bfloat16", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    d = json.loads(out.stdout.strip().splitlines()[-1])
+    assert d["new_tokens"] > 0 and d["dtype"] == "bfloat16" and d["method"] == {"eagle": "eagle2"}.get(method, method)
+    assert method != "vanilla" or d["tau"] == 1.0

@@ -171,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("machine and output")
     g.add_argument("--model", default=None, help="target model (default: the embedded SmolLM2-135M-Instruct)")
     g.add_argument("--device", default=None)
+    g.add_argument("--dtype", default=None, choices=("auto", "float32", "bfloat16", "float16"),
+                   help="the target's precision (default auto: see python -m eagle_core generate --help)")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     g.add_argument("--journal", default=None, metavar="JSONL",
                    help="append every finished prompt to this file and skip the prompts it already holds: "
@@ -245,7 +247,8 @@ def _run(args, methods, prompts, log):
     # the engine methods: bench "eagle" runs --eagle-method with the EAGLE-1/2 head, "eagle3" the EAGLE-3 head
     engine_methods = [args.eagle_method if m == "eagle" else m for m in methods if m in ("eagle", "eagle3")]
     engine = load_engine(args.model, args.head if "eagle" in methods else None,
-                         args.head3 if "eagle3" in methods else None, args.device, methods=engine_methods)
+                         args.head3 if "eagle3" in methods else None, args.device, methods=engine_methods,
+                         dtype=args.dtype)
     target, head_name, vocab, head3_name = engine.target, engine.head_name, engine.draft_vocab, engine.head3_name
     tree = args.tree or default_tree(target.device)
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,

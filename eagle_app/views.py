@@ -58,7 +58,7 @@ def cycle_views(state: dict, k: int | None) -> dict:
 def summary_views(state: dict) -> dict:
     e, v = state["eagle"], state["vanilla"]
     cycles = state["cycles"]
-    return dict(comparison=viz.comparison_html(e, v, note=state.get("note", "")),
+    return dict(comparison=viz.comparison_html(e, v, note=state.get("note", ""), parting=state.get("parting")),
                 replay=viz.replay_html(e, v, nonce=int(time.time() * 1000)),
                 acclen=viz.accepted_length_figure(cycles), depth=viz.acceptance_by_depth_figure(cycles),
                 timing=viz.timing_figure(e, v))

@@ -15,6 +15,7 @@ import torch
 
 from eagle_core import DecodeSettings, Engine
 from eagle_core.decode import Generation
+from eagle_core.parting import first_parting
 
 from .line import FAIR_BUDGET_S, RUN_BUDGET_S
 from .tokens import readable_run
@@ -100,6 +101,7 @@ class Worker:
 
     def _run(self) -> None:
         self.threads = torch.get_num_threads()  # of the engine thread, which decodes (the page says it)
+        runs = {}
         try:
             eagle_tokens = None
             for kind, s in self.plan():
@@ -118,12 +120,26 @@ class Worker:
                         self.timed_out[kind] = flag.limit
                         if kind == "eagle":
                             eagle_tokens = max(gen.run.summary.new_tokens, 1)
+                    runs[kind] = gen.run
                     self.events.put(("done", kind, readable_run(gen.run, self.engine.target.tokenizer)))
                 except Exception as e:  # shown as a warning; never a traceback in the page
                     self.events.put(("error", kind, f"{type(e).__name__}: {e}"))
                     break
+            self._explain_parting(runs)
         finally:
             self.events.put(("end", None, None))
+
+    def _explain_parting(self, runs) -> None:
+        """Greedy outputs that part: where, between which tokens, and by what logit margin (a
+        near-tie in half precision, or a clear winner, which would be a bug): ("parting", None, dict)."""
+        e, v = runs.get("eagle"), runs.get("vanilla")
+        if e is None or v is None or not self.settings.greedy:
+            return
+        p = first_parting(self.engine.target, self.prompt_ids, v.summary.token_ids, e.summary.token_ids)
+        if p is not None:
+            tt = self.engine.target.token_text
+            self.events.put(("parting", None, {**p.to_dict(), "vanilla_text": tt(p.vanilla_token),
+                                               "eagle_text": tt(p.eagle_token)}))
 
     def wait(self) -> None:
         """Block until both decodes have finished (scripts)."""

@@ -189,3 +189,31 @@ def test_cli_runs_the_default_model_in_bfloat16(method):
     d = json.loads(out.stdout.strip().splitlines()[-1])
     assert d["new_tokens"] > 0 and d["dtype"] == "bfloat16" and d["method"] == {"eagle": "eagle2"}.get(method, method)
     assert method != "vanilla" or d["tau"] == 1.0
+
+
+def test_the_comparison_card_says_where_and_why_half_precision_parted():
+    """The app's worker, given greedy EAGLE and vanilla runs that part (a bfloat16 tiny target that
+    is known to), reports the parting, and the card explains it as a near-tie."""
+    from eagle_app.worker import Worker
+    from viz.text import comparison_html
+
+    target = stock(tiny_target("llama", seed=3, vocab=8), torch.bfloat16)
+    engine = Engine(target, tiny_head(target, seed=13).to(torch.bfloat16))
+    partings_seen = []
+    for prompt in PROMPTS:
+        s = DecodeSettings(method="eagle2", depth=4, tree_top_k=4, total_tokens=12, max_new_tokens=40, chat_template=False)
+        w = Worker(engine, prompt, s).start()
+        w.wait()
+        events = []
+        while not w.events.empty():
+            events.append(w.events.get())
+        runs = {k: p for what, k, p in events if what == "done"}
+        partings_seen += [(p, runs) for what, _, p in events if what == "parting"]
+        if not any(what == "parting" for what, _, _ in events):  # no parting: the outputs are identical
+            assert runs["eagle"].summary.token_ids == runs["vanilla"].summary.token_ids
+    assert partings_seen, "this tiny bfloat16 target parts on one of the prompts"
+    p, runs = partings_seen[0]
+    assert p["near_tie"] and p["dtype"] == "bfloat16"
+    card = comparison_html(runs["eagle"], runs["vanilla"], parting=p)
+    assert f"part at new token {p['position'] + 1}" in card and "near-tie in bfloat16" in card
+    assert "no near-tie" in comparison_html(runs["eagle"], runs["vanilla"], parting={**p, "near_tie": False})

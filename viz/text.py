@@ -133,9 +133,11 @@ def _card(value: str, label: str) -> str:
     return f"<div class='eg-card'><b>{html.escape(value)}</b><small>{html.escape(label)}</small></div>"
 
 
-def comparison_html(eagle: Run | None, vanilla: Run | None, note: str = "", placeholder: str = "") -> str:
+def comparison_html(eagle: Run | None, vanilla: Run | None, note: str = "", placeholder: str = "",
+                    parting: dict | None = None) -> str:
     """Cards: tokens/s, wall time, speedup, tau, draft vs verify, identical outputs; `note` says
-    how the numbers were measured."""
+    how the numbers were measured; `parting` (eagle_core.parting, as a dict) says where greedy
+    outputs that differ part, and whether that is a near-tie."""
     if eagle is None and vanilla is None:
         text = placeholder or "Run Generate to compare EAGLE with vanilla decoding."
         return CSS + f"<div class='eg-empty'>{html.escape(text)}</div>"
@@ -156,12 +158,33 @@ def comparison_html(eagle: Run | None, vanilla: Run | None, note: str = "", plac
             cards.append(_card("✓ identical", "outputs, token for token"))
         elif same:
             cards.append(_card("✓ identical", f"over the {n} tokens both produced (one stopped early)"))
+        elif greedy and parting:
+            cards.append(_card("✗ differ", f"from token {parting['position'] + 1} on: see below"))
         elif greedy:
             cards.append(_card("✗ differ", "outputs (unexpected at temperature 0)"))
         else:
             cards.append(_card("≠ differ", "sampled: both follow the target's distribution"))
     how = f"<p class='eg-note'>{html.escape(note)}</p>" if note else ""
-    return CSS + "<div class='eg-cards'>" + "".join(cards) + "</div>" + how
+    return CSS + "<div class='eg-cards'>" + "".join(cards) + "</div>" + parting_html(parting) + how
+
+
+def parting_html(p: dict | None) -> str:
+    """Why two greedy outputs part: the position, both candidates, their logit margin."""
+    if not p:
+        return ""
+    v, e = html.escape(repr(p.get("vanilla_text", p["vanilla_token"]))), html.escape(repr(p.get("eagle_text", p["eagle_token"])))
+    head = (f"The outputs part at new token {p['position'] + 1}: vanilla chose {v}, EAGLE {e}. Asked once more "
+            f"(one ordinary forward of the shared text), the target puts their logits {abs(p['margin']):.4g} apart "
+            f"(largest logit {p['scale']:.3g}).")
+    if p["near_tie"]:
+        why = (f" That is a near-tie in {p['dtype']} (within {p['tolerance']:.3g}, a few units of its rounding at this "
+               "scale): a forward over a whole tree rounds differently from a forward over one token, and here "
+               "the rounding decided. Both outputs are greedy decodes of the target to within that rounding; "
+               "in float32 they are identical.")
+    else:
+        why = (" That is no near-tie: the target clearly prefers one of them, so this is a bug in the engine "
+               "(please report it with the trace).")
+    return f"<p class='eg-note'>{head}{why}</p>"
 
 
 def _timed_chunks(run: Run) -> list[tuple[float, str]]:

@@ -207,6 +207,8 @@ def _follow(worker: Worker, settings, sid: str, prompt: str):
                 state["cycles"] = list(payload.cycles)
                 s = payload.summary
                 before = f"EAGLE done: {s.new_tokens} tokens in {s.wall_s:.1f} s. "
+        elif what == "parting":
+            state["parting"] = payload
         elif what == "error":
             gr.Warning(f"{k} decoding failed: {payload}")
         if UI_INTERVAL_S > 0 and time.perf_counter() - last >= UI_INTERVAL_S:

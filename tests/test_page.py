@@ -29,3 +29,30 @@ def test_the_public_api_is_generate_and_step():
 
     assert sorted(app.demo.get_api_info()["named_endpoints"]) == ["/generate", "/step"]
     assert not app.demo.get_api_info().get("unnamed_endpoints")
+
+
+def test_malformed_api_calls_get_a_message_and_leave_no_traceback(capfd):
+    """Too few values, a value a widget cannot read, an unknown choice, an out-of-range number:
+    each answer names the problem (a third of them answered {"error": null}), and the server
+    log has no traceback (it had one for each)."""
+    import json
+    import urllib.request
+
+    from tests.app_fixtures import free_port, launched_app
+
+    def call(url, data):
+        req = urllib.request.Request(url + "gradio_api/call/generate", data=json.dumps({"data": data}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        event = json.load(urllib.request.urlopen(req, timeout=30))["event_id"]
+        body = urllib.request.urlopen(url + f"gradio_api/call/generate/{event}", timeout=120).read().decode()
+        return json.loads(body.split("data:", 1)[1].strip().splitlines()[0]) if "event: error" in body else None
+
+    good = ["Say hi.", "eagle2", 2, 2, 4, 4, 0, 1, 0, 8, 0, True, None, None]
+    with launched_app(free_port()) as url:
+        answers = {name: call(url, data) for name, data in (
+            ("too few", good[:3]), ("not a number", good[:2] + ["deep"] + good[3:]),
+            ("unknown method", good[:1] + ["nope"] + good[2:]), ("out of range", good[:2] + [1e9] + good[3:]))}
+    assert "takes 14 values" in answers["too few"]["error"] and "got 3" in answers["too few"]["error"]
+    assert "Depth" in answers["not a number"]["error"]
+    assert "nope" in answers["unknown method"]["error"] and "maximum value 16" in answers["out of range"]["error"]
+    assert "Traceback" not in capfd.readouterr().err

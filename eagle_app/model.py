@@ -42,7 +42,9 @@ class ModelHolder:
         try:
             if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
                 torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
-            self.engine = load_engine(self.model, self.head, dtype=os.environ.get("EAGLE_APP_DTYPE") or None)
+            self.engine = load_engine(self.model, self.head, os.environ.get("EAGLE_APP_HEAD3") or None,
+                                      dtype=os.environ.get("EAGLE_APP_DTYPE") or None,
+                                      head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs")
         except Exception as e:  # reported in the page; the app still replays traces
             self.error = f"{type(e).__name__}: {e}"
         self.load_s = time.perf_counter() - self.t0
@@ -63,7 +65,8 @@ class ModelHolder:
 
 
 def model_from_env() -> ModelHolder:
-    """EAGLE_APP_MODEL / EAGLE_APP_HEAD override the default target and head (a hub id or a directory)."""
+    """EAGLE_APP_MODEL / EAGLE_APP_HEAD / EAGLE_APP_HEAD3 override the default target and heads (a hub id
+    or a directory); EAGLE_APP_HEAD3_LAYER_IDS=outputs for an EAGLE-3 head trained with SGLang or SpecForge."""
     return ModelHolder(os.environ.get("EAGLE_APP_MODEL") or None, os.environ.get("EAGLE_APP_HEAD") or None)
 
 

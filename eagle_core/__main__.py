@@ -31,8 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--no-chat-template", action="store_true", help="feed the prompt as raw text")
     g.add_argument("--model", default=None, help="hub id or directory (default: embedded SmolLM2-135M-Instruct)")
-    g.add_argument("--head", default=None, help="EAGLE head directory (default: the shipped head); with --method eagle3 "
-                   "an EAGLE-3 head in the official layout (default: shipped, else random untrained)")
+    g.add_argument("--head", default=None, help="EAGLE-1/2 head: a directory or a hub id (default: the shipped head); "
+                   "with --method eagle3 and no --head3, the EAGLE-3 head")
+    g.add_argument("--head3", default=None, help="EAGLE-3 head in the official layout: a directory or a hub id "
+                   "(default: the shipped one, else random untrained)")
+    g.add_argument("--head3-layer-ids", default="inputs", choices=("inputs", "outputs"),
+                   help="what the EAGLE-3 head's eagle_aux_hidden_state_layer_ids count: inputs (official code, "
+                        "vLLM) or outputs (heads trained with SGLang / SpecForge)")
     g.add_argument("--device", default=None, help="cpu, cuda, mps (default: auto)")
     g.add_argument("--dtype", default=None, choices=("auto", "float32", "bfloat16", "float16"),
                    help="the target's precision (default auto: float32 on a CPU, and on a GPU for targets under "
@@ -68,7 +73,8 @@ def main(argv=None) -> int:
         device = pick_device(a.device)
         settings = settings_from_args(a, device)
         eagle3 = settings.method == "eagle3"  # --head names the head of the method asked for
-        engine = load_engine(a.model, head=None if eagle3 else a.head, head3=a.head if eagle3 else None,
+        head3 = a.head3 or (a.head if eagle3 else None)
+        engine = load_engine(a.model, head=None if eagle3 else a.head, head3=head3, head3_layer_ids=a.head3_layer_ids,
                              device=device, methods=(settings.method,), dtype=a.dtype)
         target = engine.target
         gen = engine.generate(a.prompt, settings)

@@ -31,7 +31,7 @@ def fits3(head3, target) -> bool:
 
 def load_engine(model: str | Target | None = None, head: str | None = None, head3: str | None = None,
                 device: str | None = None, *, methods=None, full_vocab: bool = False,
-                dtype: torch.dtype | str | None = None) -> Engine:
+                dtype: torch.dtype | str | None = None, head3_layer_ids: str = "inputs") -> Engine:
     """An Engine for `model` with the heads `methods` need.
 
     model       a hub id or a directory (None: the embedded SmolLM2-135M-Instruct), or a Target
@@ -48,6 +48,8 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
                 layers for one: then eagle3 requests are refused with a clear message)
     dtype       the target's (and heads') dtype: float32, bfloat16, float16; None: the default policy
                 (float32 on a CPU, and on a GPU for small targets; target.default_dtype)
+    head3_layer_ids  "inputs" (official, vLLM) or "outputs" (SGLang, SpecForge): what the EAGLE-3
+                head's aux-layer ids count
     full_vocab  draft the EAGLE-1/2 head over the target's full vocabulary instead of its own
                 reduced draft vocabulary (verification always uses the full one)
     """
@@ -64,7 +66,7 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
         h, vocab, name = load_default_head(target, head)
         parts.update(head=h, draft_vocab=None if full_vocab else vocab, head_name=name)
     if head3 is not None or "eagle3" in methods:
-        h3, name3 = load_default_head3(target, head3)
+        h3, name3 = load_default_head3(target, head3, head3_layer_ids)
         if not (optional3 and not fits3(h3, target)):
             parts.update(head3=h3, head3_name=name3)
     engine = Engine(target, **parts)

@@ -70,6 +70,7 @@ class Eagle3Config:
     head_dim: int | None = None
     target_hidden_size: int | None = None  # None: = hidden_size
     layers: tuple[int, ...] | None = None  # target layers read (inputs of); None: (2, N//2, N-3) of the target
+    norm_before_residual: bool = False  # True: the residual is hidden_norm(h), not h (vLLM's flag)
 
     @property
     def dim_per_head(self) -> int:
@@ -93,12 +94,23 @@ class Eagle3Config:
             d["target_hidden_size"] = self.target_hidden_size
         if self.layers:
             d["eagle_config"] = {LAYER_IDS_KEY: list(self.layers)}
+        if not self.norm_before_residual:
+            d.pop("norm_before_residual")
         d.update(num_hidden_layers=1, hidden_act="silu", architectures=[ARCHITECTURES[0]], model_type="llama",
                  tie_word_embeddings=False)  # SGLang ties lm_head to embed_tokens if this is true
         return d
 
     @classmethod
-    def from_json_dict(cls, d: dict) -> "Eagle3Config":
+    def from_json_dict(cls, d: dict, layer_ids: str = "inputs") -> "Eagle3Config":
+        """`layer_ids`: what the config's eagle_aux_hidden_state_layer_ids count. "inputs" (the
+        official code and vLLM): the layers whose INPUT is read, as here. "outputs" (SGLang and
+        SpecForge store the ids of the layers whose OUTPUT is read, and add one when capturing):
+        converted to inputs by adding one."""
+        if layer_ids not in ("inputs", "outputs"):
+            raise ValueError(f"layer_ids must be 'inputs' (official, vLLM) or 'outputs' (SGLang, SpecForge), not {layer_ids!r}")
+        act = d.get("hidden_act", "silu")
+        if act != "silu":
+            raise ValueError(f"EAGLE-3 head with hidden_act {act!r}: only silu (SwiGLU, every published head) is built here")
         arch = (d.get("architectures") or [None])[0]
         if arch not in ARCHITECTURES:
             raise ValueError(f"not an EAGLE-3 head: architecture {arch!r}, expected one of {', '.join(ARCHITECTURES)}")
@@ -113,7 +125,8 @@ class Eagle3Config:
         if missing:
             raise ValueError(f"EAGLE-3 config.json lacks {sorted(missing)}")
         ids = d.get(LAYER_IDS_KEY) or (d.get("eagle_config") or {}).get(LAYER_IDS_KEY)
-        return cls(**kw, layers=tuple(int(i) for i in ids) if ids else None)
+        shift = 1 if layer_ids == "outputs" else 0
+        return cls(**kw, layers=tuple(int(i) + shift for i in ids) if ids else None)
 
     @classmethod
     def for_target(cls, target_config, draft_vocab_size: int | None = None, **overrides) -> "Eagle3Config":
@@ -147,6 +160,7 @@ class Eagle3Layer(AttentionBlock):
         self.hidden_norm = RMSNorm(H, cfg.rms_norm_eps)
         self.input_layernorm = RMSNorm(H, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(H, cfg.rms_norm_eps)
+        self.norm_before_residual = cfg.norm_before_residual
 
     def qkv(self, emb, h, cos, sin):
         B, n, _ = h.shape
@@ -157,9 +171,13 @@ class Eagle3Layer(AttentionBlock):
         v = a.v_proj(x).view(B, n, self.n_kv, self.d).transpose(1, 2)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
+    def residual(self, h):
+        """What the attention's output is added to: h itself (the fc output / previous feature),
+        or with `norm_before_residual` the normed h (as vLLM builds such heads)."""
+        return self.hidden_norm(h) if self.norm_before_residual else h
+
     def forward(self, emb, h, cos, sin, mask, cache: LayerCache | None):
-        # the residual is h itself (the fc output / previous feature); see AttentionBlock
-        return self.finish(h, self.attend(*self.qkv(emb, h, cos, sin), mask, cache))
+        return self.finish(self.residual(h), self.attend(*self.qkv(emb, h, cos, sin), mask, cache))
 
 
 class Eagle3Head(HeadBase):
@@ -225,7 +243,7 @@ class Eagle3Head(HeadBase):
         of every step, each (B, T, H)."""
         layer = self.midlayer
         return unroll([layer], self.rope, token_embeds_steps, fused, positions,
-                      lambda emb, h, cos, sin: (h, *layer.qkv(emb, h, cos, sin)))
+                      lambda emb, h, cos, sin: (layer.residual(h), *layer.qkv(emb, h, cos, sin)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,12 +264,12 @@ def save_head3(head: Eagle3Head, path: str, dtype=torch.float16, meta=None, fmt:
         torch.save(sd, os.path.join(path, "pytorch_model.bin"))
 
 
-def read_config3(path: str) -> Eagle3Config:
+def read_config3(path: str, layer_ids: str = "inputs") -> Eagle3Config:
     cfg_file = os.path.join(path, "config.json")
     if not os.path.exists(cfg_file):
         raise FileNotFoundError(f"no config.json in {path}")
     with open(cfg_file) as f:
-        return Eagle3Config.from_json_dict(json.load(f))
+        return Eagle3Config.from_json_dict(json.load(f), layer_ids)
 
 
 def is_eagle3_dir(path: str) -> bool:
@@ -280,9 +298,10 @@ def check_fits(cfg: Eagle3Config, target) -> tuple[int, ...]:
     return cfg.layers_for(int(tc.num_hidden_layers))
 
 
-def load_head3(path: str, target=None, device="cpu", dtype=torch.float32) -> Eagle3Head:
-    """Load an EAGLE-3 head strictly; with `target`, also check that it fits."""
-    cfg = read_config3(path)
+def load_head3(path: str, target=None, device="cpu", dtype=torch.float32, layer_ids: str = "inputs") -> Eagle3Head:
+    """Load an EAGLE-3 head strictly; with `target`, also check that it fits. `layer_ids`: the
+    convention of the config's aux-layer ids (Eagle3Config.from_json_dict)."""
+    cfg = read_config3(path, layer_ids)
     if target is not None:
         check_fits(cfg, target)
     sd = read_state_dict(path)
@@ -295,12 +314,15 @@ def load_state3_strict(head: Eagle3Head, sd: dict[str, torch.Tensor]):
     """Copy `sd` into `head`; a missing, unexpected or mis-shaped key, or an inconsistent
     d2t / t2d pair, is an error."""
     own = head.state_dict()
+    cfg = head.config
+    if "d2t" not in sd and "t2d" not in sd and cfg.draft_vocab_size == cfg.vocab_size:
+        # a full-vocabulary head: the official trainer writes no d2t / t2d then (draft id = target id)
+        sd = {**sd, "d2t": torch.zeros(cfg.vocab_size, dtype=torch.long), "t2d": torch.ones(cfg.vocab_size, dtype=torch.bool)}
     missing = sorted(set(own) - set(sd))
     unexpected = sorted(set(sd) - set(own) - OPTIONAL_KEYS)
     if missing or unexpected:
         raise ValueError(f"EAGLE-3 checkpoint does not match the official layout: missing keys {missing}, "
                          f"unexpected keys {unexpected}")
-    cfg = head.config
     if "embed_tokens.weight" in sd and tuple(sd["embed_tokens.weight"].shape) != (cfg.vocab_size, cfg.hidden_size):
         raise ValueError(f"embed_tokens.weight has shape {tuple(sd['embed_tokens.weight'].shape)}, expected "
                          f"({cfg.vocab_size}, {cfg.hidden_size}) from config.json")

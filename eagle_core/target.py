@@ -40,7 +40,7 @@ from .weights import fetch_default_gguf
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the original weights: not what the heads were trained on
-SUPPORTED_TYPES = ("llama", "qwen2", "mistral")
+SUPPORTED_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 PROMPT_SLOT = "\u2063EAGLE_PROMPT\u2063"  # placeholder used to split the chat template around the prompt
 
 

@@ -19,13 +19,14 @@ METHOD_LABELS = {
 }
 
 # EAGLE-1 static tree: each entry is a path of ranks among the parent's top-k draft tokens, e.g.
-# (0, 1) = "the head's 2nd choice after its 1st choice". 25 draft nodes, 4/8/8/3/2 per depth,
-# the shape of the EAGLE-1 paper's default tree (arXiv:2401.15077; + root = 26 tokens verified per cycle).
+# (0, 1) = "the head's 2nd choice after its 1st choice". The official code's default tree
+# (`mc_sim_7b_63` in its choices.py, which the EAGLE-1 paper uses): 25 draft nodes, 4/8/8/3/2 per
+# depth, + the root = 26 tokens verified per cycle.
 EAGLE1_TREE: tuple[tuple[int, ...], ...] = (
     (0,), (1,), (2,), (3,),
     (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0),
-    (0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 0), (0, 1, 1), (0, 2, 0), (1, 0, 0), (1, 1, 0),
-    (0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0),
+    (0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 0), (0, 1, 1), (0, 2, 0), (0, 2, 1), (1, 0, 0),
+    (0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 0, 2),
     (0, 0, 0, 0, 0), (0, 0, 0, 0, 1),
 )
 

@@ -70,3 +70,10 @@ def test_static_layout_eagle1_tree():
         assert (par == -1) == (len(p) == 1)
         if par >= 0:
             assert paths[par] == p[:-1]
+
+
+def test_eagle1_tree_is_the_official_default():
+    """The official code's default tree (mc_sim_7b_63): two paths here used to differ from it
+    ((1, 1, 0) for (0, 2, 1), (0, 0, 1, 0) for (0, 0, 0, 2))."""
+    assert (0, 2, 1) in EAGLE1_TREE and (0, 0, 0, 2) in EAGLE1_TREE
+    assert (1, 1, 0) not in EAGLE1_TREE and (0, 0, 1, 0) not in EAGLE1_TREE

@@ -31,6 +31,8 @@ CSS = """
 #eg-caption{font-size:17px;line-height:1.55;background:#f6f8fb;border-left:5px solid #0072B2;padding:10px 14px;border-radius:6px}
 #eg-status{font-size:16px}
 .eg-learn p,.eg-learn li{font-size:17px;line-height:1.6}
+.eg-learn table{display:block;overflow-x:auto;max-width:100%}
+.eg-learn th,.eg-learn td{white-space:nowrap}
 """
 THEME = gr.themes.Soft(primary_hue="blue", neutral_hue="slate", font=[gr.themes.Font(f) for f in ("system-ui", "Segoe UI", "Roboto", "sans-serif")],
                        font_mono=[gr.themes.Font(f) for f in ("ui-monospace", "Menlo", "Consolas", "monospace")])

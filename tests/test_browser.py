@@ -234,12 +234,13 @@ def test_trace_strings_are_text_and_chinese_is_readable(page_url, browser, tmp_p
 
 
 def test_narrow_layout(page_url, browser):
-    """#13: at 420 px the tree and the mask do not overlap, and no figure title or mask row label is clipped."""
-    page = open_page(browser, page_url, width=420)
+    """#13: at 400 px the tree and the mask do not overlap, and no figure title, timing label or mask
+    row label is clipped; the Learn tab's table scrolls instead of wrapping a letter per line."""
+    page = open_page(browser, page_url, width=400)
     page.wait_for_timeout(1500)
     tree, mask = page.locator("#eg-tree").bounding_box(), page.locator("#eg-mask").bounding_box()
     assert tree["y"] + tree["height"] <= mask["y"] + 1 or mask["x"] >= tree["x"] + tree["width"] - 1, (tree, mask)
-    for elem in ("#eg-tree", "#eg-mask", "#eg-probs"):
+    for elem in ("#eg-tree", "#eg-mask", "#eg-probs", "#eg-timing"):
         box, title = page.locator(elem).bounding_box(), page.locator(f"{elem} .gtitle").first.bounding_box()
         assert title["y"] >= box["y"] - 1 and title["x"] >= box["x"] - 1, elem  # nothing above or left of the box
         assert title["x"] + title["width"] <= box["x"] + box["width"] + 1, elem
@@ -250,5 +251,17 @@ def test_narrow_layout(page_url, browser):
     mask = page.locator("#eg-mask").bounding_box()
     for label in page.locator("#eg-mask .ytick text").all():  # the row labels are not cut off on the left
         assert label.bounding_box()["x"] >= mask["x"], label.text_content()
+    timing = page.locator("#eg-timing").bounding_box()
+    for label in page.locator("#eg-timing .ytick text").all():  # the runs' times and rates, whole
+        b = label.bounding_box()
+        assert b["x"] >= timing["x"] - 1 and b["x"] + b["width"] <= timing["x"] + timing["width"] + 1, label.text_content()
     page.screenshot(path=os.path.join(SHOTS, "app-narrow.png"), full_page=True)
+    page.get_by_role("tab", name="Learn").click()
+    page.wait_for_timeout(1000)
+    header = page.locator(".eg-learn table th").first
+    assert header.bounding_box()["height"] < 60, header.bounding_box()  # one line, not a letter per line
+    for title in page.locator(".js-plotly-plot .gtitle").all():  # the Medusa tree's among them
+        if title.is_visible():
+            box = title.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 400 + 1, ("a Learn figure's title is cut", title.inner_text())
     page.close()

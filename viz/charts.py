@@ -58,6 +58,9 @@ def timing_figure(eagle: Run | None, vanilla: Run | None) -> go.Figure:
     parts = [("prefill", GREY, ""), ("drafting (EAGLE head)", SKY, "/"), ("verification (target)", BLUE, ""),
              ("other", "#d0d0d0", "x")]
     fig = go.Figure()
+    # each bar's total time and rate go in its axis label, under its name: an annotation right of the
+    # bar was cut off by a narrow (400 px) figure
+    rows = [f"{label}<br>{r.summary.wall_s:.2f} s · {r.summary.tokens_per_s:.1f} tok/s  " for label, r in runs]
     for name, colour, pattern in parts:
         vals = []
         for _, r in runs:
@@ -65,14 +68,11 @@ def timing_figure(eagle: Run | None, vanilla: Run | None) -> go.Figure:
             pre = s.prefill_ms / 1e3
             vals.append({"prefill": pre, "drafting (EAGLE head)": s.draft_s, "verification (target)": s.verify_s,
                          "other": max(0.0, s.wall_s - pre - s.draft_s - s.verify_s)}[name])
-        fig.add_trace(go.Bar(y=[f"{label}  " for label, _ in runs], x=vals, orientation="h", name=name,
+        fig.add_trace(go.Bar(y=rows, x=vals, orientation="h", name=name,
                              marker=dict(color=colour, pattern=dict(shape=pattern, fgcolor="white")),
                              hovertemplate=name + ": %{x:.2f} s<extra></extra>"))
-    for label, r in runs:
-        s = r.summary
-        fig.add_annotation(x=s.wall_s, y=f"{label}  ", text=f"  {s.wall_s:.2f} s · {s.tokens_per_s:.1f} tok/s",
-                           showarrow=False, xanchor="left", font=dict(size=15))
     longest = max(r.summary.wall_s for _, r in runs)
     base_layout(fig, "Where the time went", height=260, barmode="stack")
-    fig.update_xaxes(title="seconds", range=[0, longest * 1.45 + 1e-6], gridcolor="#eee")
+    fig.update_xaxes(title="seconds", range=[0, longest * 1.05 + 1e-6], gridcolor="#eee")
+    fig.update_yaxes(automargin=True)
     return fig

@@ -39,14 +39,17 @@ def probs_figure(cycle: CycleRecord) -> go.Figure:
     labels = [f"{m[0]} {plot_text(token_label(shown[n.index], 10))}<br><sup>after "
               f"{plot_text(token_label(shown[n.parent], 8))}</sup>" for n, m in zip(nodes, marks)]
     fig = go.Figure()
+    # value labels over the bars only while there is room for them (a few nodes); with more, they
+    # ran into each other, and the hover still gives every value
+    values = (lambda vals: [fmt_p(v) for v in vals]) if len(nodes) <= 6 else (lambda vals: None)
     if nodes:
         fig.add_trace(go.Bar(x=xs, y=[n.p for n in nodes], name="p  target", marker=dict(color=BLUE),
-                             text=[fmt_p(n.p) for n in nodes], textposition="outside", cliponaxis=False,
+                             text=values([n.p for n in nodes]), textposition="outside", cliponaxis=False,
                              hovertext=[f"{plot_text(repr(shown[n.index]))}: target p = {fmt_p(n.p)} · {m}" for n, m in zip(nodes, marks)],
                              hoverinfo="text"))
         fig.add_trace(go.Bar(x=xs, y=[n.q for n in nodes], name="q  draft (EAGLE head)",
                              marker=dict(color=SKY, pattern=dict(shape="/", fgcolor="white", size=8)),
-                             text=[fmt_p(n.q) for n in nodes], textposition="outside", cliponaxis=False,
+                             text=values([n.q for n in nodes]), textposition="outside", cliponaxis=False,
                              hovertext=[f"{plot_text(repr(shown[n.index]))}: draft q = {fmt_p(n.q)}" for n in nodes], hoverinfo="text"))
     if cycle.bonus_p is not None:
         bx = "bonus"
@@ -73,7 +76,7 @@ def probs_figure(cycle: CycleRecord) -> go.Figure:
                 barmode="group", bargap=0.25)
     fig.update_yaxes(range=[0, 1.12], title="probability", gridcolor="#eee", tickformat=".1f")
     fig.update_xaxes(type="category", tickfont=dict(size=14), tickmode="array", tickvals=xs, ticktext=labels)
-    fig.update_layout(margin=dict(l=60, r=20, t=90, b=60 + LEGEND_ROOM))
+    fig.update_layout(margin=dict(l=60, r=20, t=90, b=60 + LEGEND_ROOM), uniformtext=dict(minsize=11, mode="hide"))
     if len(xs) > 14:
         fig.update_xaxes(tickangle=-45)
     return fig

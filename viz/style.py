@@ -133,7 +133,7 @@ def token_label(text: str, limit: int = 12) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-TITLE_CHARS = 46  # a title line longer than this is wrapped: it must fit a ~420 px wide figure at 19 px
+TITLE_CHARS = 32  # a title line longer than this is wrapped: it must fit a 400 px page (a ~336 px figure) at 19 px
 
 
 def wrap_title(title: str, width: int = TITLE_CHARS) -> str:

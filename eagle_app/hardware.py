@@ -61,6 +61,7 @@ def measure_machine(lang: str = LANG, progress=gr.Progress()):
         while not LINE.wait(ticket, 0.25):
             progress(0.0, desc=T["waiting"])
         state = {"f": 0.0, "what": ""}
+        progress(0.0, desc=T["measuring"])
         job = ENGINE_THREAD.submit(_timed, engine, table["trees"], state)
         while not wait_futures([job], timeout=0.25).done:
             progress(state["f"], desc=f"{T['measuring']}: {state['what']}")

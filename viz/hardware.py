@@ -50,8 +50,8 @@ TEXT = {
                 "at batch size 1 is limited by reading the weights, not by arithmetic: 64 tokens cost about as "
                 "much as one, so c stays near 1 + drafting and every extra accepted token is profit. That is why "
                 "EAGLE's published trees are large (60 nodes) and the CPU preset here is small. The dashed curve "
-                "is an illustration with the same τ, not a GPU measurement; the published point is another, "
-                "larger model."),
+                "is an illustration with the same τ and this machine's drafting cost (so deep trees still pay for "
+                "their drafting steps), not a GPU measurement; the published point is another, larger model."),
     },
     "zh": {
         "panel": "为什么草稿树的大小取决于硬件",
@@ -86,7 +86,8 @@ TEXT = {
                 "61 个词元的树要花好几个普通步，而 τ 随树增大只缓慢增长（越往后的节点越不容易被接受）。于是 c 比 τ 涨得快，"
                 "小树胜出。数据中心 GPU 在批大小为 1 时受限于读取权重，而不是算力：64 个词元和 1 个词元的代价差不多，"
                 "c 始终接近 1 加上起草，多接受的每个词元都是收益。所以 EAGLE 发表的树很大（60 个节点），而这里的 CPU 预设很小。"
-                "虚线是用相同 τ 画的示意，不是 GPU 实测；已发表的点来自另一个更大的模型。"),
+                "虚线是用相同 τ 和本机的起草成本画的示意（所以深的树仍要为起草步付出代价），不是 GPU 实测；"
+                "已发表的点来自另一个更大的模型。"),
     },
 }
 

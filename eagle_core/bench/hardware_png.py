@@ -10,13 +10,14 @@ def render_png(measured: dict, table: dict, res: dict, path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     here, gpu = res["here"], res["gpu"]
     xs = [r["nodes"] for r in here]
-    fig, ax = plt.subplots(1, 2, figsize=(14, 5.2), gridspec_kw=dict(width_ratios=[1.6, 1]))
+    fig, ax = plt.subplots(1, 2, figsize=(14, 6.6), gridspec_kw=dict(width_ratios=[1.6, 1]))
     a = ax[0]
     a.plot(xs, [r["speedup"] for r in here], "o-", color="#0072B2", lw=2.5,
-           label=f"measured here: {measured['hardware']}, {measured.get('threads', '?')} threads")
+           label=f"measured here: {measured['hardware']}, {measured.get('threads', '?')} thread(s)")
     a.plot(xs, [r["speedup"] for r in gpu], "s--", color="#E69F00", lw=2.5,
            label="GPU (illustration, not measured): same tau, verification flat t(k) = t(1)")
     for row, color, name in ((res["best_here"], "#0072B2", "best here"), (res["best_gpu"], "#E69F00", "best, flat verify")):
@@ -30,11 +31,12 @@ def render_png(measured: dict, table: dict, res: dict, path: str) -> None:
                    ha="center", fontsize=8, color="#444")
     a.set_xscale("log")
     a.set_xticks(xs, [str(x) for x in xs])
+    a.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     a.set_ylim(0, max(max(r["speedup"] for r in gpu), PUBLISHED[1]) * 1.12)
     a.set(xlabel="tree size: tokens the target verifies in one pass (total + 1, log scale)",
           ylabel="predicted speedup over vanilla (x)",
-          title=f"Predicted speedup = tau / c per tree (tau: {table.get('head', '').split(' ')[0]}, 16 MT-bench prompts)")
-    a.legend(fontsize=8, loc="upper left")
+          title="Predicted speedup = tau / c per tree (tau: the shipped EAGLE-2 head, 16 MT-bench prompts)")
+    fig.legend(*a.get_legend_handles_labels(), fontsize=9, loc="lower center", ncol=2, frameon=False)
     a.grid(alpha=0.3)
     b = ax[1]
     fwd = {int(k): v for k, v in measured["forward_ms"].items()}
@@ -42,9 +44,9 @@ def render_png(measured: dict, table: dict, res: dict, path: str) -> None:
     b.plot(ks, [fwd[k] / fwd[1] for k in ks], "o-", color="#0072B2", lw=2.5, label="t(k)/t(1), measured here")
     b.plot(ks, [1.0] * len(ks), "--", color="#E69F00", lw=2.5, label="flat (GPU illustration)")
     b.set(xlabel="new tokens k in one target forward", ylabel="t(k) / t(1)",
-          title=f"Verification cost, t(1) = {fwd[1]:.1f} ms; measured in {measured['seconds']:.0f} s")
+          title=f"Verification: t(1) = {fwd[1]:.1f} ms; measured in {measured['seconds']:.0f} s")
     b.legend(fontsize=9)
     b.grid(alpha=0.3)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.05, right=0.99, top=0.93, bottom=0.25, wspace=0.16)
     fig.savefig(path, dpi=110)
     plt.close(fig)

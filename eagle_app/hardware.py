@@ -66,6 +66,9 @@ def measure_machine(lang: str = LANG, progress=gr.Progress()):
         while not wait_futures([job], timeout=0.25).done:
             progress(state["f"], desc=f"{T['measuring']}: {state['what']}")
         m = job.result()
+    except Exception as e:  # shown in the panel's status line, never a traceback in the page
+        fig, md, _ = recorded_views(lang)
+        return fig, md, T["failed"].format(error=f"{type(e).__name__}: {e}")
     finally:
         LINE.leave(ticket)
     res = lesson(m, table)

@@ -187,3 +187,19 @@ def _small(fn):
     """The measurement with a short context and few repeats: a tiny model, seconds not minutes."""
     return lambda target, head, vocab, trees, progress=None, **kw: fn(target, head, vocab, trees, ctx=40,
                                                                       repeats=1, head_repeats=1, progress=progress)
+
+
+def test_a_failing_measurement_is_a_status_line_and_gives_the_slot_back(tiny, monkeypatch):
+    from eagle_app import hardware as panel
+    from eagle_app.model import ModelHolder
+
+    target, head = tiny
+    holder = ModelHolder()
+    holder.set_engine(Engine(target, head, None, "tiny"))
+    monkeypatch.setattr(panel, "MODEL", holder)
+
+    def broken(*a, **k):
+        raise RuntimeError("out of memory")
+    monkeypatch.setattr(panel, "measure", broken)
+    fig, _, status = panel.measure_machine("en", lambda *a, **k: None)
+    assert isinstance(fig, go.Figure) and "out of memory" in status and panel.LINE._line == []

@@ -21,6 +21,7 @@ TEXT = {
         "measuring": "Measuring",
         "waiting": "Waiting for the decoder: a run is in progress…",
         "no_model": "No model: {error}",
+        "failed": "The measurement failed: {error}. Shown: the recorded one.",
         "done": "Measured in {seconds:.1f} s on {device} ({threads} thread(s)): {target}.",
         "recorded": ("Shown: the **recorded** measurement from docs/app.md ({when}). Press **Measure this machine** "
                      "to measure the machine the app runs on."),
@@ -62,6 +63,7 @@ TEXT = {
         "measuring": "正在测量",
         "waiting": "正在等待解码器：有一次运行正在进行……",
         "no_model": "没有模型：{error}",
+        "failed": "测量失败：{error}。当前显示的是记录的结果。",
         "done": "测量用时 {seconds:.1f} 秒，设备 {device}（{threads} 个线程）：{target}。",
         "recorded": "当前显示的是 docs/app.md 中**记录的**测量结果（{when}）。点击**测量本机**以测量运行本应用的机器。",
         "none_yet": "点击**测量本机**以绘制图表。",

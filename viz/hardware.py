@@ -101,10 +101,10 @@ def _curve(fig, rows, name, color, symbol, dash, hover):
         customdata=[[r["tree"], r["tau"], r["verify"], r["draft"], r["c"]] for r in rows], hovertemplate=hover))
 
 
-def _best(fig, row, name, color):
+def _best(fig, row, name, color, where):
     fig.add_trace(go.Scatter(x=[row["nodes"]], y=[row["speedup"]], name=name, mode="markers+text",
                              marker=dict(symbol="star", size=22, color=color, line=dict(color=INK, width=1.5)),
-                             text=[row["tree"]], textposition="top center", hoverinfo="skip"))
+                             text=[row["tree"]], textposition=where, hoverinfo="skip"))
 
 
 def hardware_figure(result: dict | None, device: str = "cpu", lang: str = "en") -> go.Figure:
@@ -118,9 +118,11 @@ def hardware_figure(result: dict | None, device: str = "cpu", lang: str = "en") 
     _curve(fig, here, T["here"].format(device=device), BLUE, "circle", "solid", T["hover"])
     _curve(fig, gpu, T["gpu"], ORANGE, "square", "dash", T["hover"])
     _best(fig, result["best_here"], T["best_here"].format(tree=result["best_here"]["tree"],
-                                                           speedup=result["best_here"]["speedup"]), BLUE)
+                                                           speedup=result["best_here"]["speedup"]), BLUE,
+          "bottom center")
     _best(fig, result["best_gpu"], T["best_gpu"].format(tree=result["best_gpu"]["tree"],
-                                                         speedup=result["best_gpu"]["speedup"]), ORANGE)
+                                                         speedup=result["best_gpu"]["speedup"]), ORANGE,
+          "top center")
     fig.add_trace(go.Scatter(x=[PUBLISHED["nodes"]], y=[PUBLISHED["speedup"]], name=T["published"], mode="markers",
                              marker=dict(symbol="diamond-open", size=14, color=VERMILLION, line=dict(width=3)),
                              hovertemplate=T["published"] + "<extra></extra>"))

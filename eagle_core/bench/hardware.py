@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 
 import torch
@@ -35,6 +36,7 @@ TAU_TABLE = os.path.join(ROOT, "assets", "learn", "tau_by_tree.json")
 RECORDED = os.path.join(ROOT, "assets", "learn", "hardware_recorded.json")
 SPREAD = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # the k of the t(k)/t(1) table
 CATCH_UP = (1, 2, 3, 4)  # tokens the first drafting step of a cycle processes: the accepted path
+FORWARD, HEAD = "target forward, k = 1..64", "head, one drafting step per width"
 
 
 def tree_key(t: TreeSetting) -> str:
@@ -60,9 +62,11 @@ def widths_for(trees) -> list[int]:
 
 
 def measure(target, head, draft_vocab, trees, ctx: int = 300, repeats: int = 3, head_repeats: int = 5,
-            progress=None) -> dict:
+            budget_s: float = 45.0, progress=None) -> dict:
     """Time this machine. `progress(fraction, text)` is called as the work advances.
-    Returns {"forward_ms": {k: ms}, "step_ms": {m: ms}, "seconds", "machine", "ctx", "repeats", "device"}."""
+    Rounds over all k (each visits every k; the median of the rounds is kept) stop at `repeats`,
+    or earlier when another round would end past `budget_s` (a busy machine): at least one round.
+    Returns {"forward_ms": {k: ms}, "step_ms": {m: ms}, "seconds", "rounds", "machine", ...}."""
     sizes, widths = sizes_for(trees), widths_for(trees)
     total = len(sizes) * repeats + len(widths)
     done = [0]
@@ -74,17 +78,24 @@ def measure(target, head, draft_vocab, trees, ctx: int = 300, repeats: int = 3, 
 
     t0 = time.perf_counter()
     if progress is not None:
-        progress(0.0, "target forward, k = 1..64")
-    fwd = measure_forward(target, ctx, sizes, repeats, on_step=lambda: tick("target forward, k = 1..64"))
+        progress(0.0, FORWARD)
+    rounds = []
+    while len(rounds) < repeats:
+        r0 = time.perf_counter()
+        rounds.append(measure_forward(target, ctx, sizes, 1, on_step=lambda: tick(FORWARD)))
+        per_round = time.perf_counter() - r0
+        if time.perf_counter() - t0 + per_round > budget_s * len(sizes) * repeats / total:
+            done[0] = len(sizes) * repeats  # skip the remaining rounds' share of the bar
+            break
     n_vocab = len(draft_vocab) if draft_vocab else None
     hs = measure_head_steps(target, head, ctx, widths, (n_vocab,), top_k=max(widths), repeats=head_repeats,
-                            on_step=lambda: tick("head, one drafting step per width"))
+                            on_step=lambda: tick(HEAD))
     n_rows = n_vocab or target.lm_head.weight.shape[0]
     step = {m: hs["head_ms"][m] + hs["lm_ms"][(n_rows, m)] for m in widths}
-    return {"forward_ms": {k: v["body_ms"] + v["lm_head_ms"] for k, v in fwd.items()}, "step_ms": step,
-            "seconds": time.perf_counter() - t0, "machine": machine_info(target.device), "ctx": ctx,
-            "repeats": repeats, "device": str(target.device), "target": target.describe(),
-            "draft_vocab": n_rows, "hardware": hardware_name(target.device),
+    fwd = {k: statistics.median(r[k]["body_ms"] + r[k]["lm_head_ms"] for r in rounds) for k in sizes}
+    return {"forward_ms": fwd, "step_ms": step, "seconds": time.perf_counter() - t0, "rounds": len(rounds),
+            "machine": machine_info(target.device), "ctx": ctx, "device": str(target.device),
+            "target": target.describe(), "draft_vocab": n_rows, "hardware": hardware_name(target.device),
             "date": time.strftime("%Y-%m-%d", time.gmtime())}
 
 
@@ -164,7 +175,7 @@ def main(argv=None) -> dict:
     m = measure(engine.target, engine.drafter.head, engine.draft_vocab, table["trees"], repeats=a.repeats, progress=log)
     m["threads"] = torch.get_num_threads()
     res = lesson(m, table)
-    print(f"measured in {m['seconds']:.1f} s on {m['machine']}")
+    print(f"measured in {m['seconds']:.1f} s ({m['rounds']} round(s) over k) on {m['hardware']}, {m['machine']}")
     print("k     " + " ".join(f"{k:>6}" for k in res["ratios"]))
     print("t(k)/t(1) " + " ".join(f"{v:6.2f}" for v in res["ratios"].values()))
     print(f"t(1) = {m['forward_ms'][1]:.1f} ms; head step ms: " + ", ".join(f"m={k} {v:.1f}" for k, v in m["step_ms"].items()))

@@ -14,7 +14,7 @@ from viz.languages import language_figure, language_table, load_language_rows
 from viz.learn import FEATURES, GLOSSARY, INTRO, LANGUAGES, OTHERS, TREE, VERIFY
 from viz.traces import MAX_TRACE_BYTES
 
-from . import settings, views, wiring
+from . import hardware, settings, views, wiring
 from .model import MODEL
 
 METHOD_CHOICES = [(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)", m) for m in METHODS]
@@ -149,6 +149,7 @@ def build() -> Page:
             decode_tab(c, w)
         with gr.Tab("Learn") as c["learn_tab"]:
             learn_tab(c)
+            hardware.panel(c)  # the hardware lesson (eagle_app/hardware.py)
         with gr.Tab("Traces"):
             traces_tab(c)
         c["play_timer"] = gr.Timer(0.9, active=False)

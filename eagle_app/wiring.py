@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import traces, views
+from . import hardware, traces, views
 from .callbacks import decoding, page as page_events
 
 
@@ -44,5 +44,6 @@ def wire(page) -> None:
     c["upload"].upload(traces.upload_trace, c["upload"], page.all, **hidden)
     c["examples"].input(traces.load_example, c["examples"], page.all, **hidden)
     c["status_timer"].tick(page_events.model_status, None, [c["model"], c["status_timer"]], **hidden)
+    hardware.wire(c)  # Measure this machine: takes the decode slot like a run
     page.demo.load(page_events.on_page_load, None, page.all, **hidden)
     page.demo.unload(decoding.forget_session)

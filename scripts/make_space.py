@@ -22,7 +22,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = ("app.py", "eagle_app", "eagle_core", "viz", "assets", "requirements.txt", "README.md", "LICENSE")
-EXCLUDE_DIRS = {"__pycache__", "train_data", os.path.join("eagle_core", "train"), os.path.join("eagle_core", "bench")}
+EXCLUDE_DIRS = {"__pycache__", "train_data", os.path.join("eagle_core", "train")}  # bench/: the hardware panel measures with it
 LARGE = 10 * 1024 * 1024  # the hub refuses plain files over 10 MB
 
 

@@ -17,7 +17,7 @@ def test_dry_run_lists_what_would_go(capsys):
     files = dict(space_files())
     assert "README.md" in files and "requirements.txt" in files
     assert not [f for f in files if f.startswith(("tests/", "docs/", "scripts/", "train_data/", "assets/train_data/",
-                                                  "eagle_core/train/", "eagle_core/bench/"))]
+                                                  "eagle_core/train/"))]
     assert all(size <= LARGE or f.startswith("assets/") for f, size in files.items())
 
 

@@ -57,19 +57,21 @@ def best_setting(taus: dict, cycle_ms: dict):
 
 # -- 1. target forward ------------------------------------------------------------------------
 @torch.inference_mode()
-def measure_forward(target, ctx: int = 300, sizes=range(1, 65), repeats: int = 5) -> dict:
+def measure_forward(target, ctx: int = 300, sizes=range(1, 65), repeats: int = 5, on_step=None) -> dict:
     """{n: {"body_ms", "lm_head_ms"}}: median over `repeats` rounds; each round visits every n,
-    so a drift in machine speed spreads over all sizes."""
+    so a drift in machine speed spreads over all sizes. `on_step()`, if given, is called after
+    each timed forward (a progress bar)."""
     dev = target.device
     g = torch.Generator().manual_seed(0)
-    ctx_ids = torch.randint(100, target.vocab_size, (1, ctx), generator=g).to(dev)
+    low = min(100, target.vocab_size // 2)  # ordinary token ids (a tiny test vocabulary has fewer than 100)
+    ctx_ids = torch.randint(low, target.vocab_size, (1, ctx), generator=g).to(dev)
     cache = target.new_cache()
     target.forward(ctx_ids, cache)
     times = {n: {"body": [], "lm": []} for n in sizes}
     for _ in range(repeats):
         for n in sizes:
             parents = [-1] + [(i - 1) // 2 for i in range(1, n)]  # a binary tree of n nodes
-            toks = torch.randint(100, target.vocab_size, (1, n), generator=g).to(dev)
+            toks = torch.randint(low, target.vocab_size, (1, n), generator=g).to(dev)
             sync(dev)
             t0 = time.perf_counter()
             mask = tree_attention_mask(parents, ctx, dtype=target.dtype, device=dev) if n > 1 else None
@@ -83,6 +85,8 @@ def measure_forward(target, ctx: int = 300, sizes=range(1, 65), repeats: int = 5
             compact_cache(cache, ctx, [])  # drop the n new entries again
             times[n]["body"].append((t1 - t0) * 1e3)
             times[n]["lm"].append((t2 - t1) * 1e3)
+            if on_step is not None:
+                on_step()
     return {n: {"body_ms": statistics.median(t["body"]), "lm_head_ms": statistics.median(t["lm"])}
             for n, t in times.items()}
 
@@ -90,13 +94,14 @@ def measure_forward(target, ctx: int = 300, sizes=range(1, 65), repeats: int = 5
 # -- 2. head step -----------------------------------------------------------------------------
 @torch.inference_mode()
 def measure_head_steps(target, head, ctx: int = 300, widths=(1, 2, 4, 8, 10), vocab_sizes=(None, 8192),
-                       top_k: int = 8, repeats: int = 7) -> dict:
+                       top_k: int = 8, repeats: int = 7, on_step=None) -> dict:
     """{"head_ms": {m: ms}, "lm_ms": {(N, m): ms}}: the head layer on m tokens over a ctx-token
-    head cache, and the draft LM head + log-softmax + top-k over N vocabulary rows."""
+    head cache, and the draft LM head + log-softmax + top-k over N vocabulary rows. `on_step()`,
+    if given, is called after each width."""
     dev, H = target.device, target.hidden_size
     cache = head.new_cache(ctx + 64)
     feats = torch.randn(1, ctx, H, device=dev, dtype=target.dtype)
-    emb = target.embed(torch.arange(ctx, device=dev))[None].to(target.dtype)
+    emb = target.embed(torch.arange(ctx, device=dev) % target.vocab_size)[None].to(target.dtype)
     head(emb, feats, torch.arange(ctx, device=dev), cache=cache)
     w = target.lm_head.weight
     out = {"head_ms": {}, "lm_ms": {}}
@@ -118,6 +123,8 @@ def measure_head_steps(target, head, ctx: int = 300, widths=(1, 2, 4, 8, 10), vo
                 sync(dev)
             lm()
             out["lm_ms"][(N or w.shape[0], m)] = 1e3 * median_s(lm, repeats)
+        if on_step is not None:
+            on_step()
     return out
 
 

@@ -1,0 +1,100 @@
+"""The hardware lesson panel ("Why tree size depends on the hardware"): a button that times this
+machine (eagle_core.bench.hardware.measure) while holding the decode slot, on the engine thread,
+with a progress bar; then the predicted speedup per tree, measured here vs a flat-verification
+(GPU) illustration. Before a measurement it shows the recorded one from the docs, labelled so.
+Its words are viz.hardware.TEXT."""
+from __future__ import annotations
+
+import json
+from concurrent.futures import wait as wait_futures
+
+import gradio as gr
+import torch
+
+from eagle_core.bench.hardware import RECORDED, lesson, load_tau_table, measure
+from viz.hardware import TEXT, hardware_figure, hardware_markdown
+
+from .callbacks.decoding import LINE
+from .model import MODEL
+from .worker import ENGINE_THREAD
+
+LANG = "en"
+SLOT_S = 60.0  # how long the measurement holds the decode slot, for the line's estimates
+
+
+def recorded_views(lang: str = LANG, path: str = RECORDED):
+    """(figure, table Markdown, status) of the recorded measurement, or a blank figure without one."""
+    T = TEXT[lang]
+    try:
+        with open(path, encoding="utf-8") as f:
+            m = json.load(f)
+        table = load_tau_table()
+    except (OSError, ValueError, KeyError):
+        return hardware_figure(None, lang=lang), "", T["none_yet"]
+    res = lesson(m, table)
+    when = f"{m.get('hardware', m['device'])}, {m.get('date', '')}".strip(", ")
+    return (hardware_figure(res, m.get("hardware", m["device"]), lang), hardware_markdown(m, res, table, lang),
+            T["recorded"].format(when=when))
+
+
+def _timed(engine, trees, state):
+    """On ENGINE_THREAD: the measurement, with the engine thread's torch thread count."""
+    m = measure(engine.target, engine.drafter.head, engine.draft_vocab, trees,
+                progress=lambda f, what: state.update(f=f, what=what))
+    m["threads"] = torch.get_num_threads()
+    return m
+
+
+def measure_machine(lang: str = LANG, progress=gr.Progress()):
+    """The button: wait for the model and the decode slot, time this machine, draw the lesson."""
+    T = TEXT[lang]
+    MODEL.start()
+    while not MODEL.ready.wait(0.5):
+        progress(0.0, desc=MODEL.status().replace("**", ""))
+    engine = MODEL.engine
+    if engine is None or engine.drafter is None:
+        fig, md, _ = recorded_views(lang)
+        return fig, md, T["no_model"].format(error=MODEL.error or "no EAGLE head")
+    table = load_tau_table()
+    ticket = LINE.join(int(SLOT_S * LINE.rate))
+    try:
+        while not LINE.wait(ticket, 0.25):
+            progress(0.0, desc=T["waiting"])
+        state = {"f": 0.0, "what": ""}
+        progress(0.0, desc=T["measuring"])
+        job = ENGINE_THREAD.submit(_timed, engine, table["trees"], state)
+        while not wait_futures([job], timeout=0.25).done:
+            progress(state["f"], desc=f"{T['measuring']}: {state['what']}")
+        m = job.result()
+    except Exception as e:  # shown in the panel's status line, never a traceback in the page
+        fig, md, _ = recorded_views(lang)
+        return fig, md, T["failed"].format(error=f"{type(e).__name__}: {e}")
+    finally:
+        LINE.leave(ticket)
+    res = lesson(m, table)
+    status = T["done"].format(seconds=m["seconds"], device=m["hardware"], threads=m["threads"], target=m["target"])
+    return hardware_figure(res, m["hardware"], lang), hardware_markdown(m, res, table, lang), status
+
+
+def on_measure(progress=gr.Progress()):
+    return measure_machine(LANG, progress)
+
+
+def panel(c: dict, lang: str = LANG) -> None:
+    """The panel's widgets, into `c` by name (called inside layout.build's Blocks)."""
+    T = TEXT[lang]
+    fig, md, status = recorded_views(lang)
+    with gr.Accordion(T["panel"], open=False, elem_id="eg-hardware"):
+        gr.Markdown(T["intro"])
+        c["hw_btn"] = gr.Button(T["button"], variant="primary", elem_id="eg-hw-measure")
+        c["hw_status"] = gr.Markdown(status, elem_id="eg-hw-status")
+        c["hw_plot"] = gr.Plot(fig, show_label=False, label=T["panel"], elem_id="eg-hw-plot")
+        gr.Markdown(T["why"])
+        c["hw_table"] = gr.Markdown(md, elem_id="eg-hw-table")
+
+
+def wire(c: dict) -> None:
+    """The button's event: queued with the decode events (the slot itself is decoding.LINE)."""
+    c["hw_btn"].click(on_measure, None,
+                      [c["hw_plot"], c["hw_table"], c["hw_status"]], concurrency_limit=16,
+                      concurrency_id="decode", api_visibility="private")

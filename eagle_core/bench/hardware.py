@@ -1,0 +1,198 @@
+"""The hardware lesson: why the best tree size depends on the machine, measured where it runs.
+
+    python -m eagle_core.bench.hardware [--json-out F] [--png-out docs/img/hardware.png]
+
+Measures, on this machine, the target's forward time t(k) for k = 1..64 new tokens (body with the
+engine's tree mask + LM head on all k rows, costmodel.measure_forward) and the head's time per
+drafting step for the frontier widths the trees use (head layer + draft LM head + top-k,
+costmodel.measure_head_steps). With a table of tau per tree (measured with the shipped head,
+assets/learn/tau_by_tree.json) it predicts, for each tree (depth, top-k, total):
+
+    speedup = tau / c,   c = t(total + 1) / t(1)  +  drafting / t(1)
+
+where drafting = one step over the catch-up tokens (the accepted path, ~tau of them) plus
+depth - 1 steps over top-k frontier tokens (eagle_core/draft.py). A second, *illustrative*
+curve keeps the same taus and drafting but makes verification flat, t(k) = t(1) up to 64
+tokens, as on a data-centre GPU at batch size 1: it is not measured here.
+Per-cycle bookkeeping (masks, cache compaction, acceptance) is left out: it is under 1% of a
+cycle (docs/performance.md, "The cost model").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+
+from ..config import TreeSetting
+from .costmodel import measure_forward, measure_head_steps
+from .report import machine_info
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TAU_TABLE = os.path.join(ROOT, "assets", "learn", "tau_by_tree.json")
+RECORDED = os.path.join(ROOT, "assets", "learn", "hardware_recorded.json")
+SPREAD = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # the k of the t(k)/t(1) table
+CATCH_UP = (1, 2, 3, 4)  # tokens the first drafting step of a cycle processes: the accepted path
+FORWARD, HEAD = "target forward, k = 1..64", "head, one drafting step per width"
+
+
+def tree_key(t: TreeSetting) -> str:
+    return t.text
+
+
+def load_tau_table(path: str = TAU_TABLE) -> dict:
+    """{"trees": [TreeSetting], "tau": {tree text: tau}, ...the table's own fields (head, prompts, source)}."""
+    with open(path, encoding="utf-8") as f:
+        table = json.load(f)
+    trees = [TreeSetting(*map(int, k.split(","))) for k in table["tau"]]
+    table["trees"] = sorted(trees, key=lambda t: (t.total_tokens, t.depth))
+    return table
+
+
+def sizes_for(trees) -> list[int]:
+    """The k to time: the spread of the table plus every tree's verification size (total + 1)."""
+    return sorted(set(SPREAD) | {t.total_tokens + 1 for t in trees if t.total_tokens + 1 <= 64})
+
+
+def widths_for(trees) -> list[int]:
+    return sorted(set(CATCH_UP) | {t.width for t in trees})
+
+
+def measure(target, head, draft_vocab, trees, ctx: int = 300, repeats: int = 3, head_repeats: int = 5,
+            budget_s: float = 45.0, progress=None) -> dict:
+    """Time this machine. `progress(fraction, text)` is called as the work advances.
+    Rounds over all k (each visits every k; the median of the rounds is kept) stop at `repeats`,
+    or earlier when another round would end past `budget_s` (a busy machine): at least one round.
+    Returns {"forward_ms": {k: ms}, "step_ms": {m: ms}, "seconds", "rounds", "machine", ...}."""
+    sizes, widths = sizes_for(trees), widths_for(trees)
+    total = len(sizes) * repeats + len(widths)
+    done = [0]
+
+    def tick(what):
+        done[0] += 1
+        if progress is not None:
+            progress(min(done[0] / total, 1.0), what)
+
+    t0 = time.perf_counter()
+    if progress is not None:
+        progress(0.0, FORWARD)
+    rounds = []
+    while len(rounds) < repeats:
+        r0 = time.perf_counter()
+        rounds.append(measure_forward(target, ctx, sizes, 1, on_step=lambda: tick(FORWARD)))
+        per_round = time.perf_counter() - r0
+        if time.perf_counter() - t0 + per_round > budget_s * len(sizes) * repeats / total:
+            done[0] = len(sizes) * repeats  # skip the remaining rounds' share of the bar
+            break
+    n_vocab = len(draft_vocab) if draft_vocab else None
+    hs = measure_head_steps(target, head, ctx, widths, (n_vocab,), top_k=max(widths), repeats=head_repeats,
+                            on_step=lambda: tick(HEAD))
+    n_rows = n_vocab or target.lm_head.weight.shape[0]
+    step = {m: hs["head_ms"][m] + hs["lm_ms"][(n_rows, m)] for m in widths}
+    fwd = {k: statistics.median(r[k]["body_ms"] + r[k]["lm_head_ms"] for r in rounds) for k in sizes}
+    return {"forward_ms": fwd, "step_ms": step, "seconds": time.perf_counter() - t0, "rounds": len(rounds),
+            "machine": machine_info(target.device), "ctx": ctx, "device": str(target.device),
+            "target": target.describe(), "draft_vocab": n_rows, "hardware": hardware_name(target.device),
+            "date": time.strftime("%Y-%m-%d", time.gmtime())}
+
+
+def hardware_name(device) -> str:
+    """The CPU model (as lscpu names it) or the GPU's name."""
+    if str(device).startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    from ..kernels import cpu_model
+
+    return cpu_model()
+
+
+def interp(table: dict, x: float) -> float:
+    """Linear interpolation in a {number: value} table (clamped at its ends)."""
+    xs = sorted(table)
+    if x <= xs[0]:
+        return table[xs[0]]
+    for a, b in zip(xs, xs[1:]):
+        if x <= b:
+            return table[a] + (table[b] - table[a]) * (x - a) / (b - a)
+    return table[xs[-1]]
+
+
+def predict(forward_ms: dict, step_ms: dict, taus: dict, trees, flat_verify: bool = False) -> list[dict]:
+    """One row per tree: tau, verify and draft cost in vanilla steps, c and the predicted speedup.
+    flat_verify: verification costs t(1) whatever the tree size (the GPU illustration)."""
+    t1 = forward_ms[1] if 1 in forward_ms else interp(forward_ms, 1)
+    rows = []
+    for t in trees:
+        tau = taus[tree_key(t)]
+        n = t.total_tokens + 1
+        verify = 1.0 if flat_verify else (forward_ms[n] if n in forward_ms else interp(forward_ms, n)) / t1
+        draft_ms = interp(step_ms, max(1.0, min(tau, 4.0))) + (t.depth - 1) * interp(step_ms, t.width)
+        c = verify + draft_ms / t1
+        rows.append({"tree": tree_key(t), "nodes": n, "tau": tau, "verify": verify, "draft": draft_ms / t1,
+                     "c": c, "speedup": tau / c})
+    return rows
+
+
+def best(rows: list[dict]) -> dict:
+    return max(rows, key=lambda r: r["speedup"])
+
+
+def lesson(measured: dict, table: dict) -> dict:
+    """The measurement and the tau table combined: both predictions and their best trees."""
+    fwd = {int(k): v for k, v in measured["forward_ms"].items()}
+    step = {int(k): v for k, v in measured["step_ms"].items()}
+    here = predict(fwd, step, table["tau"], table["trees"])
+    gpu = predict(fwd, step, table["tau"], table["trees"], flat_verify=True)
+    return {"here": here, "gpu": gpu, "best_here": best(here), "best_gpu": best(gpu),
+            "ratios": {k: fwd[k] / fwd[1] for k in sorted(fwd) if k in SPREAD}}
+
+
+def to_json(measured: dict) -> dict:
+    return {**measured, "forward_ms": {str(k): v for k, v in measured["forward_ms"].items()},
+            "step_ms": {str(k): v for k, v in measured["step_ms"].items()}}
+
+
+def main(argv=None) -> dict:
+    import sys
+
+    from ..engine_loading import load_engine
+
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.hardware", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3, help="rounds over all k (median)")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--tau-table", default=TAU_TABLE)
+    ap.add_argument("--json-out", default=None, help="the measurement as JSON (the app shows it before a run)")
+    ap.add_argument("--png-out", default=None, help="the figure as PNG (matplotlib; for the docs)")
+    a = ap.parse_args(argv)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    table = load_tau_table(a.tau_table)
+    engine = load_engine(device=a.device, methods=("eagle2",))
+    log = lambda f, what: print(f"  {100 * f:3.0f}%  {what}", file=sys.stderr, flush=True)  # noqa: E731
+    m = measure(engine.target, engine.drafter.head, engine.draft_vocab, table["trees"], repeats=a.repeats, progress=log)
+    m["threads"] = torch.get_num_threads()
+    res = lesson(m, table)
+    print(f"measured in {m['seconds']:.1f} s ({m['rounds']} round(s) over k) on {m['hardware']}, {m['machine']}")
+    print("k     " + " ".join(f"{k:>6}" for k in res["ratios"]))
+    print("t(k)/t(1) " + " ".join(f"{v:6.2f}" for v in res["ratios"].values()))
+    print(f"t(1) = {m['forward_ms'][1]:.1f} ms; head step ms: " + ", ".join(f"m={k} {v:.1f}" for k, v in m["step_ms"].items()))
+    print("| tree | tau | verify (steps) | draft (steps) | c | speedup here | speedup, GPU illustration |")
+    for h, g in zip(res["here"], res["gpu"]):
+        print(f"| {h['tree']} | {h['tau']:.2f} | {h['verify']:.2f} | {h['draft']:.2f} | {h['c']:.2f} | "
+              f"{h['speedup']:.2f}x | {g['speedup']:.2f}x |")
+    print(f"best here: {res['best_here']['tree']}; best with flat verification: {res['best_gpu']['tree']}")
+    if a.json_out:
+        with open(a.json_out, "w", encoding="utf-8") as f:
+            json.dump(to_json(m), f, indent=1)
+    if a.png_out:
+        from .hardware_png import render_png
+
+        render_png(m, table, res, a.png_out)
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -8,6 +8,7 @@ from viz.examples import TRACE_DIR as EXAMPLE_DIR
 from viz.traces import MAX_TRACE_BYTES
 
 from .frontend import EarlyScript
+from .i18n import gradio_i18n
 from .layout import CSS, THEME
 
 
@@ -26,6 +27,7 @@ def queue(demo: gr.Blocks) -> gr.Blocks:
 
 # launch() settings shared with the tests: uploads capped at the trace limit (Gradio refuses larger ones
 # before they are stored), the shipped example traces downloadable from any working directory, and the
-# page served with the script that slows Gradio's 60-a-second status-tracker frames (frontend.py)
+# page served with the script that slows Gradio's 60-a-second status-tracker frames (frontend.py), and the
+# page's Chinese for Gradio's i18n (eagle_app/i18n.py)
 LAUNCH = dict(theme=THEME, css=CSS, max_file_size=MAX_TRACE_BYTES, allowed_paths=[EXAMPLE_DIR],
-              app_kwargs={"middleware": [Middleware(EarlyScript)]})
+              app_kwargs={"middleware": [Middleware(EarlyScript)]}, i18n=gradio_i18n())

@@ -144,11 +144,11 @@ def build() -> Page:
         gr.Markdown(L(TITLE), elem_id="eg-title")
         c["model"] = gr.Markdown(MODEL.status(), elem_id="eg-model")  # brought up to date by each page load
         c["status"] = gr.Markdown(elem_id="eg-status")
-        with gr.Tab(L("Decode")):
+        with gr.Tab(L("Decode")) as c["decode_tab"]:
             decode_tab(c, w)
         with gr.Tab(L("Learn")) as c["learn_tab"]:
             learn_tab(c)
-        with gr.Tab(L("Traces")):
+        with gr.Tab(L("Traces")) as c["traces_tab"]:
             traces_tab(c)
         c["play_timer"] = gr.Timer(0.9, active=False)
         c["status_timer"] = gr.Timer(1.0, active=True)

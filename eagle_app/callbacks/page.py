@@ -9,7 +9,7 @@ from viz.examples import example_traces
 from ..model import MODEL
 from viz.learn import learn_blocks
 
-from ..i18n import lang_of
+from ..i18n import APP, lang_of, text
 from ..traces import load_example, replay_status
 from ..views import OUT, SUMMARY, VIEW, cycle_views, done_status, outputs, summary_views
 
@@ -33,23 +33,26 @@ def page_language(lang) -> str:
     return lang_of(lang)
 
 
+TABS = ("Decode", "Learn", "Traces")  # the tabs' labels: Gradio's tab bar does not redraw them when its locale changes
+
+
 def language_texts(lang: str) -> tuple:
-    """The texts the callbacks draw in the tab's language, for LANGUAGE_TEXTS' components: the
-    Learn tab's Markdown (viz/learn.py, viz/learn_zh.py). Labels, buttons and headings follow
-    Gradio's own i18n in the browser (eagle_app/i18n.py)."""
+    """The texts the callbacks draw in the tab's language: the Learn tab's Markdown (viz/learn.py,
+    viz/learn_zh.py) and the tabs' labels. The other labels, buttons and headings follow Gradio's own
+    i18n in the browser (eagle_app/i18n.py)."""
     blocks = learn_blocks(lang)
-    return blocks["text"], blocks["glossary"]
+    return (blocks["text"], blocks["glossary"], *(gr.Tab(label=text(name, lang)) for name in TABS))
 
 
 def set_language(lang, state, k):
-    """The switch (or the page load): the tab's language, the Learn text, the model line, the views of the
-    selected cycle and the run's cards, and the status line of a finished run, all drawn again in it.
-    -> (lang, *language_texts, model, *views.VIEW, *views.SUMMARY, status)"""
+    """The switch (or the page load): the tab's language, the Learn text and the tabs' labels, the model
+    line, the views of the selected cycle and the run's cards, and the status line of a finished run or a
+    loaded trace, all drawn again in it. -> (lang, *language_texts, model, *views.VIEW, *views.SUMMARY, status)"""
     lang = lang_of(lang)
     status = status_again(state, lang) if state else gr.skip()
     if state and state["cycles"]:
         drawn = {**cycle_views(state, k, lang), **summary_views(state, lang)}
-        drawn["slider"] = gr.Slider(label=drawn["slider"].label)  # the label only: a drag is not fought
+        drawn["slider"] = gr.Slider(label=APP("slider.of", lang, n=len(state["cycles"])))  # the label only
         views = tuple(drawn[name] for name in VIEW + SUMMARY)
     else:
         views = (gr.skip(),) * len(VIEW + SUMMARY)

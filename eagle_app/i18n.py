@@ -102,12 +102,14 @@ LANG_CHOICES = [("English", "en"), ("中文", "zh")]
 
 # In the page: Gradio's own i18n picks its locale from navigator.language once, at load. The switch
 # changes it with the changeLocale of Gradio's frontend module (core-*.js, already loaded: an
-# import() of the same URL returns the same module). Chinese -> "zh-CN" (its built-in strings too);
-# the browser's own zh-TW is kept. Returns the inputs, the language made "en" or "zh", for the callback.
+# import() of the same URL returns the same module). Chinese -> "zh-CN" (its built-in strings too; the
+# browser's own zh-TW is kept); English -> the browser's own locale, or "en" for a Chinese browser. Returns the inputs, the language made "en" or "zh", for the callback.
 SET_LOCALE_JS = """async (lang, ...rest) => {
   lang = (lang || "en").toLowerCase().startsWith("zh") ? "zh" : "en";
-  const nav = (navigator.language || "en");
-  const want = lang === "zh" ? (nav.toLowerCase().startsWith("zh-tw") ? "zh-TW" : "zh-CN") : (nav.toLowerCase().startsWith("zh") ? "en" : null);
+  const nav = (navigator.language || "en"), navZh = nav.toLowerCase().startsWith("zh");
+  // Gradio already follows the browser at load; otherwise Chinese, or back to the browser's own (or English)
+  const fits = window.__egLang === undefined && (lang === "zh") === navZh && (!navZh || /^zh-(cn|tw)$/i.test(nav));
+  const want = fits ? null : lang === "zh" ? (/^zh-tw/i.test(nav) ? "zh-TW" : "zh-CN") : (navZh ? "en" : nav);
   try {
     const url = performance.getEntriesByType("resource").map(e => e.name).find(n => /\\/core-[\\w-]+\\.js(\\?|$)/.test(n));
     if (want && url) { const m = await import(url); if (m.changeLocale) m.changeLocale(want); }

@@ -60,8 +60,8 @@ def cycle_views(state: dict, k: int | None, lang: str = "en") -> dict:
     asked = cycle_number(k)
     i = min(max(n if asked is None else asked, 1), n) - 1
     c = cycles[i]
-    return dict(text=viz.colored_text_html(cycles, selected=c.step, lang=lang), tree=viz.tree_figure(c),
-                mask=viz.mask_figure(c), probs=viz.probs_figure(c), caption=viz.cycle_caption(c, n, lang=lang),
+    return dict(text=viz.colored_text_html(cycles, selected=c.step, lang=lang), tree=viz.tree_figure(c, lang=lang),
+                mask=viz.mask_figure(c, lang), probs=viz.probs_figure(c, lang), caption=viz.cycle_caption(c, n, lang=lang),
                 slider=gr.Slider(minimum=1, maximum=max(n, 2), value=i + 1, step=1, label=APP("slider.of", lang, n=n)))
 
 
@@ -70,8 +70,8 @@ def summary_views(state: dict, lang: str = "en") -> dict:
     cycles = state["cycles"]
     return dict(comparison=viz.comparison_html(e, v, note=note_text(state.get("note"), lang), lang=lang),
                 replay=viz.replay_html(e, v, nonce=int(time.time() * 1000), lang=lang),
-                acclen=viz.accepted_length_figure(cycles), depth=viz.acceptance_by_depth_figure(cycles),
-                timing=viz.timing_figure(e, v))
+                acclen=viz.accepted_length_figure(cycles, lang=lang), depth=viz.acceptance_by_depth_figure(cycles, lang),
+                timing=viz.timing_figure(e, v, lang))
 
 
 def cleared_views(what: str, lang: str = "en") -> dict:

@@ -50,7 +50,8 @@ def arm(request: gr.Request = None) -> int:
     return RUNS.arm(session_id(request))
 
 
-def stop(lang: str = "en", request: gr.Request = None):
+def stop(request: gr.Request = None, lang: str = "en"):
+    """Stop (unqueued): every run of this tab ends. Gradio puts the request first, then the input (lang)."""
     if RUNS.stop(session_id(request)):
         gr.Info(APP("status.stopping", lang))
 

@@ -74,6 +74,12 @@ def test_captions_and_cards_in_chinese_keep_their_numbers():
     assert "第 1 轮" in views["caption"] or "轮" in views["caption"]
     assert "时间取自轨迹中的记录" in views["comparison"] and "草稿 ✓" in views["text"]
     assert "Timings as recorded" in av.all_views(state)["comparison"]  # English stays the default
+    titles = {name: views[name].layout.title.text for name in ("tree", "mask", "probs", "acclen", "depth", "timing")}
+    assert all(HAN.search(t) for t in titles.values()), titles
+    assert "接受（草稿与目标模型一致）" in {t.name for t in views["tree"].data}
+    english = av.all_views(state)
+    assert english["tree"].layout.title.text.startswith("Cycle") and "Where the time went" in \
+        english["timing"].layout.title.text
 
 
 def test_callbacks_answer_in_the_tabs_language(monkeypatch):

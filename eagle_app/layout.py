@@ -107,7 +107,7 @@ def decode_tab(c: dict, w: dict) -> None:
 def learn_tab(c: dict) -> None:
     with gr.Row():
         with gr.Column(scale=3, elem_classes="eg-learn"):
-            blocks = learn_blocks("en")  # in Chinese by a callback (wiring.py) when the page is
+            blocks = learn_blocks("en")  # drawn again in Chinese by page_events.set_language (wiring.py)
             c["learn_text"] = gr.Markdown(blocks["text"])
             lang_rows = load_language_rows()
             gr.Markdown(language_table(lang_rows))

@@ -9,7 +9,7 @@ import gradio as gr
 
 import viz
 from eagle_core import METHOD_LABELS, METHODS, PRESETS
-from viz.examples import cartesian_tree_cycle, example_prompts, example_traces
+from viz.examples import example_prompts, example_traces, medusa_figure
 from viz.languages import language_figure, language_table, load_language_rows
 from viz.learn import learn_blocks
 from viz.traces import MAX_TRACE_BYTES
@@ -110,16 +110,16 @@ def learn_tab(c: dict) -> None:
             blocks = learn_blocks("en")  # drawn again in Chinese by page_events.set_language (wiring.py)
             c["learn_text"] = gr.Markdown(blocks["text"])
             lang_rows = load_language_rows()
-            gr.Markdown(language_table(lang_rows))
-            gr.Plot(language_figure(lang_rows), show_label=False, label="tau by language", elem_id="eg-languages")
+            c["lang_table"] = gr.Markdown(language_table(lang_rows))
+            c["lang_figure"] = gr.Plot(language_figure(lang_rows), show_label=False, label="tau by language",
+                                       elem_id="eg-languages")
             c["glossary"] = gr.Markdown(blocks["glossary"])
         with gr.Column(scale=2, min_width=360):
             gr.Markdown(L("**Live figures of the cycle selected in the Decode tab**"))
             c["learn_tree"] = gr.Plot(show_label=False, label="Draft tree")
             c["learn_mask"] = gr.Plot(show_label=False, label="Mask")
             c["learn_probs"] = gr.Plot(show_label=False, label="p vs q")
-            gr.Plot(viz.tree_figure(cartesian_tree_cycle(), show_bonus=False, title="Medusa: a Cartesian product "
-                    "of per-position top-3 (note “I am begin”)"), show_label=False, label="Medusa-style tree")
+            c["medusa"] = gr.Plot(medusa_figure(), show_label=False, label="Medusa-style tree")
 
 
 def traces_tab(c: dict) -> None:

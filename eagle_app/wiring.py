@@ -49,7 +49,7 @@ def wire(page) -> None:
     # Language: the page load reads the browser's language (DETECT_JS, navigator.language, as Gradio's own
     # i18n does), then draws the example trace in it; the switch changes Gradio's locale in the page
     # (SET_LOCALE_JS) and draws the callbacks' texts again (page_events.set_language).
-    texts = [c["lang"], c["learn_text"], c["glossary"], c["decode_tab"], c["learn_tab"], c["traces_tab"], c["model"]] + [c[name] for name in views.VIEW + views.SUMMARY] \
+    texts = [c["lang"], c["learn_text"], c["glossary"], c["lang_table"], c["lang_figure"], c["medusa"], c["decode_tab"], c["learn_tab"], c["traces_tab"], c["model"]] + [c[name] for name in views.VIEW + views.SUMMARY] \
         + [c["status"]]
     page.demo.load(page_events.page_language, c["lang_switch"], c["lang_switch"], js=DETECT_JS, **hidden).then(
         page_events.set_language, [c["lang_switch"], c["state"], c["slider"]], texts, js=SET_LOCALE_JS, **hidden).then(

@@ -117,10 +117,11 @@ def test_the_switch_redraws_the_callbacks_texts():
     eagle, vanilla = illustration()
     state = av.new_state(eagle, vanilla, title="t")
     out = page_events.set_language("zh", state, 2)
-    names = ("lang", "learn_text", "glossary", "decode_tab", "learn_tab", "traces_tab", "model", *av.VIEW, *av.SUMMARY,
+    names = ("lang", "learn_text", "glossary", "lang_table", "lang_figure", "medusa", "decode_tab", "learn_tab", "traces_tab", "model", *av.VIEW, *av.SUMMARY,
              "status")
     got = dict(zip(names, out, strict=True))
     assert got["lang"] == "zh" and "错一位的输入" in got["learn_text"] and got["learn_tab"].label == "学习"
+    assert "笛卡尔积" in got["medusa"].layout.title.text and "中文 tau" in got["lang_table"]
     assert "第 2 轮（共 4 轮）" in got["caption"] and "加速比" in got["comparison"] and "正在回放" in got["status"]
     back = dict(zip(names, page_events.set_language("en", state, 2), strict=True))
     assert "Cycle 2 of 4" in back["caption"] and back["learn_tab"].label == "Learn" and "Replaying" in back["status"]

@@ -138,6 +138,17 @@ T = Strings({
     "fig.drafting": ("drafting (EAGLE head)", "起草（EAGLE 头）"),
     "fig.verification": ("verification (target)", "验证（目标模型）"),
     "fig.other": ("other", "其他"),
+    # the Learn tab's figures (viz/languages.py, the Medusa tree)
+    "lang.header": ("| head | benchmark | tree (depth, top_k, total) | T | tau English (n) | tau Chinese (n) | zh / en |",
+                    "| 头 | 基准 | 树（depth, top_k, total） | T | 英文 tau (n) | 中文 tau (n) | zh / en |"),
+    "lang.English": ("English", "英文"),
+    "lang.Chinese": ("Chinese", "中文"),
+    "lang.title": ("Tokens per cycle (tau) by language · tree {a}/{b}/{c}, T={t:g}",
+                   "各语言每轮的 token 数（tau）· 树 {a}/{b}/{c}，T={t:g}"),
+    "lang.y": ("tau (1.00 = vanilla)", "tau（1.00 = 普通解码）"),
+    "lang.none": ("No per-language measurement is shipped yet.", "尚未随附按语言的测量结果。"),
+    "medusa": ("Medusa: a Cartesian product of per-position top-3 (note “I am begin”)",
+               "Medusa：各位置 top-3 的笛卡尔积（注意 “I am begin”）"),
     "replay.empty": ("The paced replay appears after a run.", "按实测速度的回放在运行后出现。"),
     "replay.vanilla": ("vanilla", "普通解码"),
 })

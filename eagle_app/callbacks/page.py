@@ -7,6 +7,8 @@ from eagle_core import PRESETS
 from viz.examples import example_traces
 
 from ..model import MODEL
+from viz.examples import medusa_figure
+from viz.languages import language_figure, language_table, load_language_rows
 from viz.learn import learn_blocks
 
 from ..i18n import APP, lang_of, text
@@ -38,10 +40,12 @@ TABS = ("Decode", "Learn", "Traces")  # the tabs' labels: Gradio's tab bar does 
 
 def language_texts(lang: str) -> tuple:
     """The texts the callbacks draw in the tab's language: the Learn tab's Markdown (viz/learn.py,
-    viz/learn_zh.py) and the tabs' labels. The other labels, buttons and headings follow Gradio's own
+    viz/learn_zh.py), its language table and figures, and the tabs' labels. The other labels, buttons and headings follow Gradio's own
     i18n in the browser (eagle_app/i18n.py)."""
     blocks = learn_blocks(lang)
-    return (blocks["text"], blocks["glossary"], *(gr.Tab(label=text(name, lang)) for name in TABS))
+    rows = load_language_rows()
+    return (blocks["text"], blocks["glossary"], language_table(rows, lang), language_figure(rows, lang),
+            medusa_figure(lang), *(gr.Tab(label=text(name, lang)) for name in TABS))
 
 
 def set_language(lang, state, k):

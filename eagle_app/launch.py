@@ -10,6 +10,7 @@ from viz.examples import TRACE_DIR as EXAMPLE_DIR
 from viz.traces import MAX_TRACE_BYTES
 
 from .frontend import EarlyScript
+from .i18n import gradio_i18n
 from .layout import CSS, THEME
 
 
@@ -40,8 +41,7 @@ def guard_inputs(demo: gr.Blocks) -> None:
         try:
             return check(block_fn, inputs)
         except Exception:
-            names = ["the page's state (null)" if isinstance(b, gr.State) else getattr(b, "label", None)
-                     or type(b).__name__.lower() for b in block_fn.inputs]
+            names = ["the page's state (null)" if isinstance(b, gr.State) else _label(b) for b in block_fn.inputs]
             raise gr.Error(f"/{block_fn.api_name or block_fn.name} takes {len(names)} values ({'; '.join(names)}); "
                            f"got {len(inputs)}.", print_exception=False) from None
 
@@ -54,14 +54,19 @@ def guard_inputs(demo: gr.Blocks) -> None:
     demo.validate_inputs, demo.preprocess_data = validate_inputs, preprocess_data
 
 
+def _label(block) -> str:
+    """A widget's English label (a translated one is an I18nData holding its English key)."""
+    label = getattr(block, "label", None)
+    return str(getattr(label, "key", label) or type(block).__name__.lower())
+
+
 def _input_problem(block_fn, e: Exception) -> str:
     """A one-line reason: which input (by its label) and what was wrong with its value."""
     text = getattr(e, "message", None) or str(e)
     where = re.search(r"at index (\d+)", text)
     original = re.search(r"Original error: (.*)", text, re.S)
     if where:
-        block = block_fn.inputs[int(where.group(1))]
-        label = getattr(block, "label", None) or type(block).__name__.lower()
+        label = _label(block_fn.inputs[int(where.group(1))])
         why = original.group(1).strip().splitlines()[0] if original else text.splitlines()[-1]
         return f"/{block_fn.api_name}: the value for “{label}” could not be read ({why})."
     return f"/{block_fn.api_name}: {text.strip().strip(chr(34))}"
@@ -69,6 +74,7 @@ def _input_problem(block_fn, e: Exception) -> str:
 
 # launch() settings shared with the tests: uploads capped at the trace limit (Gradio refuses larger ones
 # before they are stored), the shipped example traces downloadable from any working directory, and the
-# page served with the script that slows Gradio's 60-a-second status-tracker frames (frontend.py)
+# page served with the script that slows Gradio's 60-a-second status-tracker frames (frontend.py), and the
+# page's Chinese for Gradio's i18n (eagle_app/i18n.py)
 LAUNCH = dict(theme=THEME, css=CSS, max_file_size=MAX_TRACE_BYTES, allowed_paths=[EXAMPLE_DIR],
-              app_kwargs={"middleware": [Middleware(EarlyScript)]})
+              app_kwargs={"middleware": [Middleware(EarlyScript)]}, i18n=gradio_i18n())

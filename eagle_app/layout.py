@@ -9,19 +9,17 @@ import gradio as gr
 
 import viz
 from eagle_core import METHOD_LABELS, METHODS, PRESETS
-from viz.examples import cartesian_tree_cycle, example_prompts, example_traces
+from viz.examples import example_prompts, example_traces, medusa_figure
 from viz.languages import language_figure, language_table, load_language_rows
-from viz.learn import FEATURES, GLOSSARY, INTRO, LANGUAGES, OTHERS, TREE, VERIFY
+from viz.learn import learn_blocks
 from viz.traces import MAX_TRACE_BYTES
 
 from . import hardware, settings, views, wiring
+from .i18n import LANG_CHOICES, L, preset_label
 from .model import MODEL
 
-METHOD_CHOICES = [(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)", m) for m in METHODS]
-PRESET_CHOICES = [(f"{label} (depth {PRESETS[name]['depth']}, top-k {PRESETS[name]['tree_top_k']}, "
-                   f"{PRESETS[name]['total_tokens']} tokens)", name)
-                  for label, name in (("readable tree", "explain"), ("fastest on a 2-core CPU", "cpu"),
-                                      ("GPU, published EAGLE-2", "gpu"))]
+METHOD_CHOICES = [(L(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)"), m) for m in METHODS]
+PRESET_CHOICES = [(L(preset_label(name)), name) for name in ("explain", "cpu", "gpu") if name in PRESETS]
 TITLE = ("# EAGLE speculative decoding, step by step\nA small head drafts a **tree** of tokens from the model's own "
          "features; the model checks the whole tree in **one** forward pass and keeps the longest correct path "
          "plus one **bonus** token of its own. Same output as ordinary decoding, fewer passes.")
@@ -51,31 +49,31 @@ class Page:
 def setting_widget(f: settings.Field):
     """The widget of one decode setting, from its settings.FIELDS entry."""
     if f.name == "method":
-        return gr.Radio(METHOD_CHOICES, value=f.value, label=f.label)
+        return gr.Radio(METHOD_CHOICES, value=f.value, label=L(f.label))
     if f.maximum is None:
-        return gr.Number(f.value, precision=0, label=f.label, minimum=f.minimum)
-    return gr.Slider(f.minimum, f.maximum, value=f.value, step=f.step, label=f.label, elem_id=f.elem_id)
+        return gr.Number(f.value, precision=0, label=L(f.label), minimum=f.minimum)
+    return gr.Slider(f.minimum, f.maximum, value=f.value, step=f.step, label=L(f.label), elem_id=f.elem_id)
 
 
 def controls(c: dict, w: dict) -> None:
     """The Decode tab's left column: prompt, examples, settings (into `w` by name), buttons."""
     group = lambda name: [f for f in settings.FIELDS if f.group == name]  # noqa: E731
-    c["prompt"] = gr.Textbox(label="Prompt", lines=4, elem_id="eg-prompt",
-                             placeholder="Ask anything, or pick an example below…")
-    gr.Examples([p for _, p in example_prompts()], inputs=c["prompt"], label="Examples: writing · code · "
-                "math · summarisation · translation · Chinese", examples_per_page=6)
+    c["prompt"] = gr.Textbox(label=L("Prompt"), lines=4, elem_id="eg-prompt",
+                             placeholder=L("Ask anything, or pick an example below…"))
+    gr.Examples([p for _, p in example_prompts()], inputs=c["prompt"], label=L("Examples: writing · code · "
+                "math · summarisation · translation · Chinese"), examples_per_page=6)
     w["method"] = setting_widget(settings.BY_NAME["method"])
-    c["compare"] = gr.Checkbox(True, label="Also decode with vanilla afterwards (fair, one after the other)")
+    c["compare"] = gr.Checkbox(True, label=L("Also decode with vanilla afterwards (fair, one after the other)"))
     w["max_new_tokens"] = setting_widget(settings.BY_NAME["max_new_tokens"])
-    with gr.Accordion("Tree settings", open=False):
-        c["preset"] = gr.Radio(PRESET_CHOICES, value="explain", label="Preset")
+    with gr.Accordion(L("Tree settings"), open=False):
+        c["preset"] = gr.Radio(PRESET_CHOICES, value="explain", label=L("Preset"))
         w.update({f.name: setting_widget(f) for f in group("tree")})
-    with gr.Accordion("Sampling (temperature 0 = greedy, reproducible)", open=False):
+    with gr.Accordion(L("Sampling (temperature 0 = greedy, reproducible)"), open=False):
         w.update({f.name: setting_widget(f) for f in group("sampling")})
     with gr.Row():
-        c["gen_btn"] = gr.Button("▶ Generate", variant="primary", elem_id="eg-generate")
-        c["step_btn"] = gr.Button("Step one cycle ›", elem_id="eg-step")
-        c["stop_btn"] = gr.Button("■ Stop", variant="stop", elem_id="eg-stop")
+        c["gen_btn"] = gr.Button(L("▶ Generate"), variant="primary", elem_id="eg-generate")
+        c["step_btn"] = gr.Button(L("Step one cycle ›"), elem_id="eg-step")
+        c["stop_btn"] = gr.Button(L("■ Stop"), variant="stop", elem_id="eg-stop")
 
 
 def decode_tab(c: dict, w: dict) -> None:
@@ -86,21 +84,21 @@ def decode_tab(c: dict, w: dict) -> None:
             c["text"] = gr.HTML(viz.colored_text_html([]), elem_id="eg-text")
             c["caption"] = gr.Markdown(elem_id="eg-caption")
             with gr.Row():
-                c["prev_btn"] = gr.Button("◀ Previous", size="sm", min_width=90)
-                c["slider"] = views.CycleSlider(1, 2, value=1, step=1, label="Cycle", scale=4, elem_id="eg-scrubber")
-                c["next_btn"] = gr.Button("Next ▶", size="sm", min_width=90)
-                c["play_btn"] = gr.Button("▶ Play", size="sm", min_width=80)
-                c["pause_btn"] = gr.Button("❚❚ Pause", size="sm", min_width=80)
+                c["prev_btn"] = gr.Button(L("◀ Previous"), size="sm", min_width=90)
+                c["slider"] = views.CycleSlider(1, 2, value=1, step=1, label=L("Cycle"), scale=4, elem_id="eg-scrubber")
+                c["next_btn"] = gr.Button(L("Next ▶"), size="sm", min_width=90)
+                c["play_btn"] = gr.Button(L("▶ Play"), size="sm", min_width=80)
+                c["pause_btn"] = gr.Button(L("❚❚ Pause"), size="sm", min_width=80)
     with gr.Row():  # min_width: on a narrow screen the mask goes below the tree instead of over it
         c["tree"] = gr.Plot(show_label=False, label="Draft tree of this cycle", scale=3, min_width=380,
                             elem_id="eg-tree")
         c["mask"] = gr.Plot(show_label=False, label="Tree-attention mask", scale=2, min_width=330, elem_id="eg-mask")
     c["probs"] = gr.Plot(show_label=False, label="p (target) vs q (draft) for each tested token", elem_id="eg-probs")
-    gr.Markdown("## EAGLE beside vanilla decoding")
+    gr.Markdown(L("## EAGLE beside vanilla decoding"))
     c["comparison"] = gr.HTML(viz.comparison_html(None, None), elem_id="eg-comparison")
     with gr.Row():
-        gr.Markdown("### Replay at the measured pace")
-        c["replay_btn"] = gr.Button("↻ Replay", size="sm", min_width=100)
+        gr.Markdown(L("### Replay at the measured pace"))
+        c["replay_btn"] = gr.Button(L("↻ Replay"), size="sm", min_width=100)
     c["replay"] = gr.HTML(elem_id="eg-replay")
     with gr.Row():
         c["acclen"] = gr.Plot(show_label=False, label="Accepted length per cycle", min_width=330, elem_id="eg-acclen")
@@ -111,28 +109,28 @@ def decode_tab(c: dict, w: dict) -> None:
 def learn_tab(c: dict) -> None:
     with gr.Row():
         with gr.Column(scale=3, elem_classes="eg-learn"):
-            for block in (INTRO, FEATURES, TREE, VERIFY, OTHERS, LANGUAGES):
-                gr.Markdown(block)
+            blocks = learn_blocks("en")  # drawn again in Chinese by page_events.set_language (wiring.py)
+            c["learn_text"] = gr.Markdown(blocks["text"])
             lang_rows = load_language_rows()
-            gr.Markdown(language_table(lang_rows))
-            gr.Plot(language_figure(lang_rows), show_label=False, label="tau by language", elem_id="eg-languages")
-            gr.Markdown(GLOSSARY)
+            c["lang_table"] = gr.Markdown(language_table(lang_rows))
+            c["lang_figure"] = gr.Plot(language_figure(lang_rows), show_label=False, label="tau by language",
+                                       elem_id="eg-languages")
+            c["glossary"] = gr.Markdown(blocks["glossary"])
         with gr.Column(scale=2, min_width=360):
-            gr.Markdown("**Live figures of the cycle selected in the Decode tab**")
+            gr.Markdown(L("**Live figures of the cycle selected in the Decode tab**"))
             c["learn_tree"] = gr.Plot(show_label=False, label="Draft tree")
             c["learn_mask"] = gr.Plot(show_label=False, label="Mask")
             c["learn_probs"] = gr.Plot(show_label=False, label="p vs q")
-            gr.Plot(viz.tree_figure(cartesian_tree_cycle(), show_bonus=False, title="Medusa: a Cartesian product "
-                    "of per-position top-3 (note “I am begin”)"), show_label=False, label="Medusa-style tree")
+            c["medusa"] = gr.Plot(medusa_figure(), show_label=False, label="Medusa-style tree")
 
 
 def traces_tab(c: dict) -> None:
-    gr.Markdown("Download the current run (EAGLE and vanilla, every cycle) or load a saved one: every view "
-                f"works without the model. Files up to {MAX_TRACE_BYTES // 10 ** 6} MB. Shipped examples are below.")
+    gr.Markdown(L("Download the current run (EAGLE and vanilla, every cycle) or load a saved one: every view "
+                  f"works without the model. Files up to {MAX_TRACE_BYTES // 10 ** 6} MB. Shipped examples are below."))
     with gr.Row():
-        c["download"] = gr.DownloadButton("Download trace (JSON)", interactive=False, elem_id="eg-download")
-        c["upload"] = gr.File(label="Load a trace (.json)", file_types=[".json"], type="filepath", elem_id="eg-upload")
-    c["examples"] = gr.Dropdown(list(example_traces()), label="Example traces", value=None, elem_id="eg-examples")
+        c["download"] = gr.DownloadButton(L("Download trace (JSON)"), interactive=False, elem_id="eg-download")
+        c["upload"] = gr.File(label=L("Load a trace (.json)"), file_types=[".json"], type="filepath", elem_id="eg-upload")
+    c["examples"] = gr.Dropdown(list(example_traces()), label=L("Example traces"), value=None, elem_id="eg-examples")
 
 
 def build() -> Page:
@@ -142,15 +140,18 @@ def build() -> Page:
         # delete_cache: uploads and served downloads are removed from Gradio's cache after an hour
         c["state"] = gr.State(views.new_state(), time_to_live=3 * 3600)
         c["run"] = gr.State(None)  # id of this tab's latest Generate (its own stop flag, callbacks/flags.py)
-        gr.Markdown(TITLE, elem_id="eg-title")
+        c["lang"] = gr.State("en")  # this tab's language, "en" or "zh": the browser's at load, then the switch's
+        c["lang_switch"] = gr.Radio(LANG_CHOICES, value="en", label=L("Language"), show_label=False, container=False,
+                                    elem_id="eg-lang")
+        gr.Markdown(L(TITLE), elem_id="eg-title")
         c["model"] = gr.Markdown(MODEL.status(), elem_id="eg-model")  # brought up to date by each page load
         c["status"] = gr.Markdown(elem_id="eg-status")
-        with gr.Tab("Decode"):
+        with gr.Tab(L("Decode")) as c["decode_tab"]:
             decode_tab(c, w)
-        with gr.Tab("Learn") as c["learn_tab"]:
+        with gr.Tab(L("Learn")) as c["learn_tab"]:
             learn_tab(c)
             hardware.panel(c)  # the hardware lesson (eagle_app/hardware.py)
-        with gr.Tab("Traces"):
+        with gr.Tab(L("Traces")) as c["traces_tab"]:
             traces_tab(c)
         c["play_timer"] = gr.Timer(0.9, active=False)
         c["status_timer"] = gr.Timer(1.0, active=True)

@@ -11,6 +11,7 @@ import torch
 
 from eagle_core import Engine, load_engine
 
+from .i18n import APP
 from .worker import ENGINE_THREAD
 
 
@@ -50,18 +51,17 @@ class ModelHolder:
         self.load_s = time.perf_counter() - self.t0
         self.ready.set()
 
-    def status(self) -> str:
+    def status(self, lang: str = "en") -> str:
         if self.engine is not None:
             t = self.engine.target
             head = self.engine.head_name or "none"
-            warn = " — untrained, so expect τ ≈ 1 (still exact, not faster)" if "random" in head else ""
-            return f"**Model ready** (loaded in {self.load_s:.1f} s): {t.describe()} · EAGLE head: {head}{warn}"
+            warn = APP("model.untrained", lang) if "random" in head else ""
+            return APP("model.ready", lang, s=self.load_s, model=t.describe(), head=head, warn=warn)
         if self.error:
-            return f"**Model failed to load:** {self.error}. Saved traces still replay."
+            return APP("model.failed", lang, err=self.error)
         if self._job is None:
-            return "**Loading the model…** — meanwhile explore the example trace below; Generate will wait for it."
-        return (f"**Loading the model…** ({time.perf_counter() - self.t0:.0f} s) — meanwhile explore the "
-                "example trace below; Generate will wait for it.")
+            return APP("model.loading", lang, since="")
+        return APP("model.loading", lang, since=APP("model.since", lang, s=time.perf_counter() - self.t0))
 
 
 def model_from_env() -> ModelHolder:

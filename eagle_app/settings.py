@@ -18,12 +18,23 @@ from dataclasses import dataclass
 from eagle_core import PRESETS, DecodeSettings
 from eagle_core.config import MAX_CHAIN, MAX_DEPTH, MAX_TOTAL_TOKENS, MAX_TREE_TOP_K
 
+from .i18n import APP
+
 MAX_PROMPT_CHARS = 6000  # checked before tokenising, so a pasted novel fails fast
 # The page's ranges where eagle_core sets none (its own bound is the model's context, or none)
 PAGE_MAX_NEW_TOKENS = 512
 PAGE_MAX_TEMPERATURE = 2.0
 PAGE_MAX_TOP_K = 200
 EXPLAIN = PRESETS["explain"]  # the tree the page opens with
+
+
+class Refusal(ValueError):
+    """A refused input whose message the page shows in its language: `key` names the text in
+    eagle_app/i18n.py (APP), `fields` fill it in; str() is the English message."""
+
+    def __init__(self, key: str, **fields):
+        super().__init__(APP(key, "en", **fields))
+        self.key, self.fields = key, fields
 
 
 @dataclass(frozen=True)
@@ -55,10 +66,10 @@ class Field:
         try:
             f = float(v)
         except (TypeError, ValueError):
-            raise ValueError(f"{self.what or self.name} must be a number (got {v!r})") from None
+            raise Refusal("refuse.number", what=self.what or self.name, v=repr(v)) from None
         if self.kind is int:
             if f != int(f):
-                raise ValueError(f"{self.what or self.name} must be a whole number (got {v!r})")
+                raise Refusal("refuse.whole", what=self.what or self.name, v=repr(v))
             return int(f)
         return f
 
@@ -94,9 +105,9 @@ def build(values) -> DecodeSettings:
 
 def check_prompt(prompt) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("The prompt is empty: type something (or pick an example) first.")
+        raise Refusal("refuse.empty")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise ValueError(f"The prompt is {len(prompt):,} characters; this demo accepts at most {MAX_PROMPT_CHARS:,}.")
+        raise Refusal("refuse.too_long", n=len(prompt), max=MAX_PROMPT_CHARS)
     return prompt
 
 

@@ -13,6 +13,7 @@ import viz
 from viz.examples import example_traces, load_trace_file
 from viz.style import md_text
 
+from .i18n import APP
 from .tempfiles import trace_dir
 from .views import all_views, new_state, outputs, session_id
 
@@ -50,7 +51,7 @@ def remove_tab_folder(sid: str) -> None:
         os.rmdir(folder)
 
 
-def load_trace(path, title="", source=None, request: gr.Request = None) -> tuple:
+def load_trace(path, title="", source=None, request: gr.Request = None, lang: str = "en") -> tuple:
     """Load a saved trace (upload or shipped example) into this tab: every view, no model needed.
     An uploaded file is deleted once read (Gradio keeps its own copy only until its cache expires)."""
     if not path:
@@ -58,17 +59,22 @@ def load_trace(path, title="", source=None, request: gr.Request = None) -> tuple
     try:
         eagle, vanilla = load_trace_file(path)
     except (ValueError, OSError) as e:
-        gr.Warning(f"Could not load this trace: {e}", title="Bad trace file")
-        return outputs(status=f"⚠ Could not load this trace: {md_text(e)}", upload=None)
+        gr.Warning(APP("trace.bad", lang, err=e), title=APP("trace.bad_title", lang))
+        return outputs(status="⚠ " + APP("trace.bad", lang, err=md_text(e)), upload=None)
     finally:
         if source is None:
             _remove_upload(path)
     state = new_state(eagle, vanilla, title or os.path.basename(path), source)
-    s = (eagle or vanilla).summary
-    status = (f"Replaying **{md_text(state['title'])}** — {md_text(s.method)}, {md_text(s.model or 'unknown model')}, "
-              f"{len(state['cycles'])} cycles. No model needed to explore it.")
-    return outputs(**all_views(state), state=state, status=status, download=save_trace(state, session_id(request)),
+    status = replay_status(state, lang)
+    return outputs(**all_views(state, lang), state=state, status=status, download=save_trace(state, session_id(request)),
                    examples=title if source else None, upload=None if source is None else gr.skip())
+
+
+def replay_status(state: dict, lang: str = "en") -> str:
+    """The status line of a loaded trace."""
+    s = (state["eagle"] or state["vanilla"]).summary
+    return APP("trace.replaying", lang, title=md_text(state["title"]), method=md_text(s.method),
+               model=md_text(s.model) if s.model else APP("trace.unknown_model", lang), n=len(state["cycles"]))
 
 
 def _remove_upload(path: str) -> None:
@@ -80,10 +86,10 @@ def _remove_upload(path: str) -> None:
         os.remove(real)
 
 
-def upload_trace(path, request: gr.Request = None):
-    return load_trace(path, request=request)
+def upload_trace(path, lang: str = "en", request: gr.Request = None):
+    return load_trace(path, request=request, lang=lang)
 
 
-def load_example(name, request: gr.Request = None):
+def load_example(name, lang: str = "en", request: gr.Request = None):
     path = example_traces().get(name)
-    return load_trace(path, name, source=path, request=request) if path else outputs()
+    return load_trace(path, name, source=path, request=request, lang=lang) if path else outputs()

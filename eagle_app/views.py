@@ -12,12 +12,13 @@ import gradio as gr
 import viz
 from viz.style import md_text
 
+from .i18n import APP, text
+
 VIEW = ("text", "tree", "mask", "probs", "caption", "slider")
 SUMMARY = ("comparison", "replay", "acclen", "depth", "timing")
 OUT = VIEW + SUMMARY + ("state", "status", "download", "examples", "model", "upload")
-TRACE_NOTE = "Timings as recorded in the trace (measured when it was made, on the machine that made it)."
-REASONS = {"max_new_tokens": "reached max new tokens", "eos": "the model ended its answer",
-           "context_full": "the model's context is full", "stopped": "stopped early"}
+TRACE_NOTE = ("note.trace", {})  # the cards' note, an eagle_app.i18n APP key and its fields (drawn in the tab's language)
+REASONS = ("max_new_tokens", "eos", "context_full", "stopped")
 
 
 def outputs(**named) -> tuple:
@@ -35,43 +36,55 @@ def named(values) -> dict:
 def new_state(eagle=None, vanilla=None, title="", source=None) -> dict:
     main = eagle or vanilla
     return {"eagle": eagle, "vanilla": vanilla, "title": title, "cycles": list(main.cycles) if main else [],
-            "stepper": None, "step_key": None, "source": source, "note": TRACE_NOTE if main else ""}
+            "stepper": None, "step_key": None, "source": source, "note": TRACE_NOTE if main else None}
+
+
+def note_text(note, lang: str = "en") -> str:
+    """The cards' note: (APP key, fields), the fields' own keys ("how") translated too."""
+    if not note:
+        return ""
+    key, fields = note
+    return APP(key, lang, **{k: APP(v, lang) if k == "how" else v for k, v in fields.items()})
 
 
 # ---------------------------------------------------------------------------------- renderers
-def cycle_views(state: dict, k: int | None) -> dict:
-    """{text, tree, mask, probs, caption, slider} for cycle k (1-based; None = the last)."""
+def cycle_views(state: dict, k: int | None, lang: str = "en") -> dict:
+    """{text, tree, mask, probs, caption, slider} for cycle k (1-based; None = the last), in `lang`."""
     cycles = state["cycles"]
     if not cycles:
-        blank = viz.empty_figure("Press Generate (or Step) to draw the draft tree.")
-        return dict(text=viz.colored_text_html([]), tree=blank, mask=viz.empty_figure("Tree-attention mask", 260),
-                    probs=blank, caption="", slider=gr.Slider(minimum=1, maximum=2, value=1, label="Cycle"))
+        blank = viz.empty_figure(APP("blank.tree", lang))
+        return dict(text=viz.colored_text_html([], lang=lang), tree=blank,
+                    mask=viz.empty_figure(APP("blank.mask", lang), 260), probs=blank, caption="",
+                    slider=gr.Slider(minimum=1, maximum=2, value=1, label=text("Cycle", lang)))
     n = len(cycles)
     asked = cycle_number(k)
     i = min(max(n if asked is None else asked, 1), n) - 1
     c = cycles[i]
-    return dict(text=viz.colored_text_html(cycles, selected=c.step), tree=viz.tree_figure(c), mask=viz.mask_figure(c),
-                probs=viz.probs_figure(c), caption=viz.cycle_caption(c, n),
-                slider=gr.Slider(minimum=1, maximum=max(n, 2), value=i + 1, step=1, label=f"Cycle (of {n})"))
+    return dict(text=viz.colored_text_html(cycles, selected=c.step, lang=lang), tree=viz.tree_figure(c, lang=lang),
+                mask=viz.mask_figure(c, lang), probs=viz.probs_figure(c, lang), caption=viz.cycle_caption(c, n, lang=lang),
+                slider=gr.Slider(minimum=1, maximum=max(n, 2), value=i + 1, step=1, label=APP("slider.of", lang, n=n)))
 
 
-def summary_views(state: dict) -> dict:
+def summary_views(state: dict, lang: str = "en") -> dict:
     e, v = state["eagle"], state["vanilla"]
     cycles = state["cycles"]
-    return dict(comparison=viz.comparison_html(e, v, note=state.get("note", ""), parting=state.get("parting")),
-                replay=viz.replay_html(e, v, nonce=int(time.time() * 1000)),
-                acclen=viz.accepted_length_figure(cycles), depth=viz.acceptance_by_depth_figure(cycles),
-                timing=viz.timing_figure(e, v))
+    return dict(comparison=viz.comparison_html(e, v, note=note_text(state.get("note"), lang), lang=lang,
+                                               parting=state.get("parting")),
+                replay=viz.replay_html(e, v, nonce=int(time.time() * 1000), lang=lang),
+                acclen=viz.accepted_length_figure(cycles, lang=lang), depth=viz.acceptance_by_depth_figure(cycles, lang),
+                timing=viz.timing_figure(e, v, lang))
 
 
-def cleared_views(what: str) -> dict:
-    """Placeholders for every view while a new run is on its way (nothing from the last run stays)."""
-    wait = viz.empty_figure(f"Drawn {what}.", height=200)
-    msg = f"Decoding… the text, the draft tree and every chart are drawn {what}."
+def cleared_views(what: str, lang: str = "en") -> dict:
+    """Placeholders for every view while a new run is on its way (nothing from the last run stays);
+    `what` is an APP key ("wait.after_runs": when they are drawn)."""
+    what = APP(what, lang)
+    wait = viz.empty_figure(APP("wait.figure", lang, what=what), height=200)
+    msg = APP("wait.text", lang, what=what)
     return dict(text=viz.colored_text_html([], placeholder=msg), tree=wait, mask=wait, probs=wait, caption="",
-                slider=gr.Slider(minimum=1, maximum=2, value=1, label="Cycle"),
-                comparison=viz.comparison_html(None, None, placeholder=f"The comparison appears {what}."),
-                replay=viz.replay_html(None, None, placeholder=f"The paced replay appears {what}."),
+                slider=gr.Slider(minimum=1, maximum=2, value=1, label=text("Cycle", lang)),
+                comparison=viz.comparison_html(None, None, placeholder=APP("wait.cards", lang, what=what)),
+                replay=viz.replay_html(None, None, placeholder=APP("wait.replay", lang, what=what)),
                 acclen=wait, depth=wait, timing=wait)
 
 
@@ -86,8 +99,8 @@ def showcase_cycle(cycles) -> int | None:
     return cycles.index(best) + 1
 
 
-def all_views(state: dict) -> dict:
-    return {**cycle_views(state, showcase_cycle(state["cycles"])), **summary_views(state)}
+def all_views(state: dict, lang: str = "en") -> dict:
+    return {**cycle_views(state, showcase_cycle(state["cycles"]), lang), **summary_views(state, lang)}
 
 
 # ---------------------------------------------------------------------------------- status lines
@@ -95,40 +108,51 @@ def session_id(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "local"
 
 
-def reason_text(run, how: str = "") -> str:
+def reason_text(run, how: str = "", lang: str = "en") -> str:
+    """Why a run ended; `how` an APP key (or text) for a run that was stopped."""
     s = run.summary
-    why = REASONS.get(s.stop_reason, md_text(s.stop_reason.replace("_", " ")))
+    why = (APP(f"reason.{s.stop_reason}", lang) if s.stop_reason in REASONS
+           else md_text(s.stop_reason.replace("_", " ")))
     if how and s.stop_reason == "stopped":
-        why = how
+        why = APP(how[0], lang, **how[1]) if isinstance(how, tuple) else how
     if s.new_tokens == 0:
-        return (f"produced no tokens ({why}) after reading a {s.prompt_tokens:,}-token prompt in "
-                f"{s.prefill_ms / 1e3:.1f} s")
+        return APP("status.no_tokens", lang, why=why, n=s.prompt_tokens, s=s.prefill_ms / 1e3)
     return why
 
 
-def done_status(state: dict, how: dict | None = None) -> str:
+def done_status(state: dict, how: dict | None = None, lang: str = "en") -> str:
+    """`how`: {kind: how a stopped run was stopped, an (APP key, fields) pair or a text}."""
     parts = []
-    for kind, label in (("eagle", "EAGLE"), ("vanilla", "vanilla")):
+    for kind, label in (("eagle", "EAGLE"), ("vanilla", APP("label.vanilla", lang))):
         r = state[kind]
         if r is not None:
             s = r.summary
-            parts.append(f"**{label}**: {s.new_tokens} tokens, {s.tokens_per_s:.1f} tok/s, τ {s.tau:.2f} "
-                         f"({reason_text(r, (how or {}).get(kind, ''))})")
-    return "Done. " + " · ".join(parts) if parts else ""
+            parts.append(APP("status.run", lang, label=label, n=s.new_tokens, rate=s.tokens_per_s, tau=s.tau,
+                             why=reason_text(r, (how or {}).get(kind, ""), lang)))
+    return APP("status.done", lang) + " · ".join(parts) if parts else ""
 
 
-def progress_line(kind: str, tokens: int, cycles: int, started: float, max_new: int, before: str = "") -> str:
+def progress_line(kind: str, tokens: int, cycles: int, started: float, max_new: int, before: str = "",
+                  lang: str = "en") -> str:
     """The only thing sent to the page while a timed run decodes. No rate until it means something."""
-    name = "EAGLE" if kind == "eagle" else "vanilla"
+    name = "EAGLE" if kind == "eagle" else APP("label.vanilla", lang)
     dt = time.perf_counter() - started
-    rate = f" · ≈ {tokens / dt:.1f} tok/s so far" if dt >= 2.0 and cycles >= 3 else ""
-    return (f"{before}◔ **{name}** decoding (timed; figures drawn after both runs) · {min(tokens, max_new)}/{max_new} "
-            f"tokens · {cycles} cycles · {dt:.0f} s{rate}")
+    rate = APP("status.rate", lang, r=tokens / dt) if dt >= 2.0 and cycles >= 3 else ""
+    return APP("status.progress", lang, before=before, name=name, k=min(tokens, max_new), max_new=max_new,
+               cycles=cycles, dt=dt, rate=rate)
 
 
-def refuse(message: str) -> tuple:
+def refusal_text(error: Exception, lang: str = "en") -> str:
+    """A refused input's message in `lang`: settings.Refusal carries its APP key; any other error
+    (eagle_core's checks) is English, prefixed in Chinese."""
+    key, fields = getattr(error, "key", None), getattr(error, "fields", {})
+    return APP(key, lang, **fields) if key else APP("refuse.other", lang, msg=str(error))
+
+
+def refuse(error, lang: str = "en") -> tuple:
     """A bad input: a warning toast and a line in the status; every figure stays as it was."""
-    gr.Warning(message, title="Please check the input")
+    message = refusal_text(error, lang) if isinstance(error, Exception) else str(error)
+    gr.Warning(message, title=APP("refuse.title", lang))
     return outputs(status=f"⚠ {md_text(message)}")
 
 
@@ -142,11 +166,11 @@ def cycle_number(k) -> int | None:
         return None
 
 
-def show(state, k):
+def show(state, k, lang: str = "en"):
     """A typed or dragged cycle number: draw that cycle. The slider itself is left alone when the
     number was a cycle that exists (so a drag is not fought), and set to the cycle drawn when it
     was not (0, 999, 2.5): slider and caption always agree."""
-    views = cycle_views(state, k)
+    views = cycle_views(state, k, lang)
     n = len(state["cycles"])
     if n and cycle_number(k) == k and 1 <= k <= n:
         views["slider"] = gr.skip()
@@ -167,21 +191,21 @@ class CycleSlider(gr.Slider):
             return None
 
 
-def shift(state, k, delta):
+def shift(state, k, delta, lang: str = "en"):
     n = len(state["cycles"])
-    views = cycle_views(state, min(max((cycle_number(k) or 1) + delta, 1), max(n, 1)))
+    views = cycle_views(state, min(max((cycle_number(k) or 1) + delta, 1), max(n, 1)), lang)
     return tuple(views[name] for name in VIEW)
 
 
-def play_tick(state, k):
+def play_tick(state, k, lang: str = "en"):
     n = len(state["cycles"])
     nxt = (cycle_number(k) or 0) + 1
     if nxt > n:
         return (gr.skip(),) * len(VIEW) + (gr.Timer(active=False),)
-    views = cycle_views(state, nxt)
+    views = cycle_views(state, nxt, lang)
     return tuple(views[name] for name in VIEW) + (gr.Timer(active=nxt < n),)
 
 
-def learn_views(state, k):
-    views = cycle_views(state, k)
+def learn_views(state, k, lang: str = "en"):
+    views = cycle_views(state, k, lang)
     return views["tree"], views["mask"], views["probs"]

@@ -47,12 +47,15 @@ def test_malformed_api_calls_get_a_message_and_leave_no_traceback(capfd):
         body = urllib.request.urlopen(url + f"gradio_api/call/generate/{event}", timeout=120).read().decode()
         return json.loads(body.split("data:", 1)[1].strip().splitlines()[0]) if "event: error" in body else None
 
-    good = ["Say hi.", "eagle2", 2, 2, 4, 4, 0, 1, 0, 8, 0, True, None, None]
+    import app
+
+    n_inputs = len(next(d for d in app.demo.config["dependencies"] if d.get("api_name") == "generate")["inputs"])
+    good = ["Say hi.", "eagle2", 2, 2, 4, 4, 0, 1, 0, 8, 0, True] + [None] * (n_inputs - 12)  # + the page's states
     with launched_app(free_port()) as url:
         answers = {name: call(url, data) for name, data in (
             ("too few", good[:3]), ("not a number", good[:2] + ["deep"] + good[3:]),
             ("unknown method", good[:1] + ["nope"] + good[2:]), ("out of range", good[:2] + [1e9] + good[3:]))}
-    assert "takes 14 values" in answers["too few"]["error"] and "got 3" in answers["too few"]["error"]
+    assert f"takes {n_inputs} values" in answers["too few"]["error"] and "got 3" in answers["too few"]["error"]
     assert "Depth" in answers["not a number"]["error"]
     assert "nope" in answers["unknown method"]["error"] and "maximum value 16" in answers["out of range"]["error"]
     assert "Traceback" not in capfd.readouterr().err

@@ -11,6 +11,7 @@ import zlib
 
 from eagle_core.trace import ACCEPTED, NOT_REACHED, CycleRecord, DraftNode
 
+from .i18n import T
 from .traces import MAX_TRACE_BYTES, bundle_from_json
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
@@ -69,3 +70,10 @@ def cartesian_tree_cycle(prefix: str = "I", levels=((" am", " will", " always"),
         frontier = nxt
     return CycleRecord(step=0, context_len=0, nodes=tuple(nodes), accepted=(0,), bonus_token_id=0, bonus_text="?",
                        committed_ids=(), committed_text="", draft_ms=0.0, verify_ms=0.0, rule="greedy")
+
+
+def medusa_figure(lang: str = "en"):
+    """The Learn tab's Medusa-style tree (the Cartesian product above), titled in `lang`."""
+    from .tree import tree_figure
+
+    return tree_figure(cartesian_tree_cycle(), show_bonus=False, title=T("medusa", lang), lang=lang)

@@ -11,6 +11,7 @@ import os
 
 import plotly.graph_objects as go
 
+from .i18n import T
 from .style import BLUE, ORANGE, base_layout, empty_figure
 
 PER_LANGUAGE_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "learn",
@@ -47,14 +48,13 @@ def load_language_rows(path: str = PER_LANGUAGE_FILE) -> list[dict]:
         return language_rows(json.load(f))
 
 
-def language_table(rows: list[dict]) -> str:
+def language_table(rows: list[dict], lang: str = "en") -> str:
     """Markdown: tau in English and Chinese side by side, and their ratio."""
     if not rows:
         return ""
     by = {(r["method"], r["tree"], r["temperature"], r["benchmark"], r["language"]): r for r in rows}
     keys = sorted({k[:4] for k in by}, key=lambda k: (k[0], k[3], k[1], k[2]))
-    lines = ["| head | benchmark | tree (depth, top_k, total) | T | tau English (n) | tau Chinese (n) | zh / en |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [T("lang.header", lang), "|---|---|---|---|---|---|---|"]
     for k in keys:
         en, zh = by.get((*k, "English")), by.get((*k, "Chinese"))
         cell = lambda r: f"{r['tau']:.2f} ({r['prompts']})" if r else "–"
@@ -63,27 +63,27 @@ def language_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def language_figure(rows: list[dict]) -> go.Figure:
+def language_figure(rows: list[dict], lang: str = "en") -> go.Figure:
     """Grouped bars: tau per benchmark and head, English beside Chinese (first tree, T=0 if present)."""
     if not rows:
-        return empty_figure("No per-language measurement is shipped yet.", height=300)
+        return empty_figure(T("lang.none", lang), height=300)
     tree = rows[0]["tree"]
     temp = min(r["temperature"] for r in rows)
     sel = [r for r in rows if r["tree"] == tree and r["temperature"] == temp]
     groups = sorted({(r["method"], r["benchmark"]) for r in sel})
     fig = go.Figure()
-    for lang, (colour, hatch) in LANG_STYLE.items():
-        vals = {(r["method"], r["benchmark"]): r for r in sel if r["language"] == lang}
+    for language, (colour, hatch) in LANG_STYLE.items():
+        vals = {(r["method"], r["benchmark"]): r for r in sel if r["language"] == language}
+        name = T(f"lang.{language}", lang)
         fig.add_trace(go.Bar(
             x=[f"{b}<br>{m}" for m, b in groups], y=[vals[g]["tau"] if g in vals else None for g in groups],
-            name=lang, marker=dict(color=colour, pattern=dict(shape=hatch)),
+            name=name, marker=dict(color=colour, pattern=dict(shape=hatch)),
             text=[f"{vals[g]['tau']:.2f}" if g in vals else "" for g in groups], textposition="outside",
-            cliponaxis=False, hovertemplate=f"{lang}: tau %{{y:.2f}}<extra></extra>"))
-    base_layout(fig, f"Tokens per cycle (tau) by language · tree {tree[0]}/{tree[1]}/{tree[2]}, T={temp:g}",
-                height=340)
+            cliponaxis=False, hovertemplate=f"{name}: tau %{{y:.2f}}<extra></extra>"))
+    base_layout(fig, T("lang.title", lang, a=tree[0], b=tree[1], c=tree[2], t=temp), height=340)
     fig.update_layout(barmode="group")
     top = max(r["tau"] for r in sel)
-    fig.update_yaxes(range=[0, top * 1.25], title="tau (1.00 = vanilla)", gridcolor="#eee")
+    fig.update_yaxes(range=[0, top * 1.25], title=T("lang.y", lang), gridcolor="#eee")
     return fig
 
 

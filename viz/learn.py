@@ -151,3 +151,15 @@ to break even. The published GPU tree verifies 61 tokens: about 5 passes on this
 much as one. With the untrained fallback head τ ≈ 1: the output is still exactly right, just not
 faster.*
 """
+
+BLOCKS = ("INTRO", "FEATURES", "TREE", "VERIFY", "OTHERS", "LANGUAGES")
+
+
+def learn_blocks(lang: str = "en") -> dict[str, str]:
+    """The Learn tab's Markdown in `lang` ("en", or "zh": viz/learn_zh.py): {"text": the blocks above
+    the language table, "glossary": the glossary below it}."""
+    from . import learn_zh
+
+    src = learn_zh if lang == "zh" else globals()
+    get = (lambda name: getattr(src, name)) if lang == "zh" else src.get
+    return {"text": "\n".join(get(name) for name in BLOCKS), "glossary": get("GLOSSARY")}

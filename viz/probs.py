@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from eagle_core.trace import ACCEPTED, CycleRecord
 
+from .i18n import T
 from .style import (BLUE, BONUS, GREEN, INK, LEGEND_ROOM, SKY, VERMILLION, base_layout, cycle_texts, empty_figure, fmt_p, plot_text,
                     token_label)
 
@@ -27,10 +28,10 @@ def tested_nodes(cycle: CycleRecord):
     return [n for n in cycle.nodes[1:] if n.p is not None]
 
 
-def probs_figure(cycle: CycleRecord) -> go.Figure:
+def probs_figure(cycle: CycleRecord, lang: str = "en") -> go.Figure:
     nodes = tested_nodes(cycle)
     if not nodes and cycle.bonus_p is None:
-        return empty_figure("No drafted tokens this cycle (vanilla decoding): the target picks the next token alone.")
+        return empty_figure(T("fig.no_drafts", lang))
     shown, bonus_shown = cycle_texts(cycle)
     marks = ["✓ accepted" if n.decision == ACCEPTED else "✗ rejected" for n in nodes]
     # One category per drafted node, labelled by tick text: two drafts with the same label (the
@@ -43,18 +44,18 @@ def probs_figure(cycle: CycleRecord) -> go.Figure:
     # ran into each other, and the hover still gives every value
     values = (lambda vals: [fmt_p(v) for v in vals]) if len(nodes) <= 6 else (lambda vals: None)
     if nodes:
-        fig.add_trace(go.Bar(x=xs, y=[n.p for n in nodes], name="p  target", marker=dict(color=BLUE),
+        fig.add_trace(go.Bar(x=xs, y=[n.p for n in nodes], name=T("fig.p", lang), marker=dict(color=BLUE),
                              text=values([n.p for n in nodes]), textposition="outside", cliponaxis=False,
                              hovertext=[f"{plot_text(repr(shown[n.index]))}: target p = {fmt_p(n.p)} · {m}" for n, m in zip(nodes, marks)],
                              hoverinfo="text"))
-        fig.add_trace(go.Bar(x=xs, y=[n.q for n in nodes], name="q  draft (EAGLE head)",
+        fig.add_trace(go.Bar(x=xs, y=[n.q for n in nodes], name=T("fig.q", lang),
                              marker=dict(color=SKY, pattern=dict(shape="/", fgcolor="white", size=8)),
                              text=values([n.q for n in nodes]), textposition="outside", cliponaxis=False,
                              hovertext=[f"{plot_text(repr(shown[n.index]))}: draft q = {fmt_p(n.q)}" for n in nodes], hoverinfo="text"))
     if cycle.bonus_p is not None:
         bx = "bonus"
         xs, labels = xs + [bx], labels + [f"★ {plot_text(token_label(bonus_shown, 10))}<br><sup>bonus</sup>"]
-        fig.add_trace(go.Bar(x=[bx], y=[cycle.bonus_p], name="p of the bonus token", text=[fmt_p(cycle.bonus_p)],
+        fig.add_trace(go.Bar(x=[bx], y=[cycle.bonus_p], name=T("fig.p_bonus", lang), text=[fmt_p(cycle.bonus_p)],
                              textposition="outside", cliponaxis=False,
                              marker=dict(color=BONUS, pattern=dict(shape=".", fgcolor="white", size=6)),
                              hovertext=[f"bonus {plot_text(repr(bonus_shown))}: the target's own token, p = {fmt_p(cycle.bonus_p)}"],
@@ -72,9 +73,10 @@ def probs_figure(cycle: CycleRecord) -> go.Figure:
                         line=dict(width=1.5, color=INK)),
             hovertext=[f"u = {n.u:.3f} {'<' if n.decision == ACCEPTED else '≥'} {fmt_p(n.p_test)} → "
                        f"{n.decision}" for n in sampled], hoverinfo="text"))
-    base_layout(fig, f"Cycle {cycle.step + 1} · {RULE_TITLES.get(cycle.rule, cycle.rule)}", height=430,
+    rule = T(f"fig.rule.{cycle.rule}", lang) if cycle.rule in RULE_TITLES else cycle.rule
+    base_layout(fig, T("fig.probs", lang, n=cycle.step + 1, rule=rule), height=430,
                 barmode="group", bargap=0.25)
-    fig.update_yaxes(range=[0, 1.12], title="probability", gridcolor="#eee", tickformat=".1f")
+    fig.update_yaxes(range=[0, 1.12], title=T("fig.probability", lang), gridcolor="#eee", tickformat=".1f")
     fig.update_xaxes(type="category", tickfont=dict(size=14), tickmode="array", tickvals=xs, ticktext=labels)
     fig.update_layout(margin=dict(l=60, r=20, t=90, b=60 + LEGEND_ROOM), uniformtext=dict(minsize=11, mode="hide"))
     if len(xs) > 14:

@@ -11,18 +11,20 @@ import plotly.graph_objects as go
 
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED
 
+from .i18n import T
+
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 BLUE, SKY, GREEN, ORANGE, VERMILLION, GREY, INK = "#0072B2", "#56B4E9", "#009E73", "#E69F00", "#D55E00", "#9A9A9A", "#1f2430"
 BONUS = ORANGE
 
 # decision -> (colour, marker symbol, edge dash, edge width, legend name)
 DECISION_STYLE = {
-    ACCEPTED: (GREEN, "circle", "solid", 5, "accepted (draft matched the target)"),
-    REJECTED: (VERMILLION, "x", "dash", 2, "rejected (tested, refused)"),
-    NOT_REACHED: (GREY, "circle-open", "dot", 1.5, "never tested"),
-}
-ROOT_NAME = "root (last committed token)"
-BONUS_NAME = "bonus (the target's own token)"
+    ACCEPTED: (GREEN, "circle", "solid", 5, T("fig.accepted")),
+    REJECTED: (VERMILLION, "x", "dash", 2, T("fig.rejected")),
+    NOT_REACHED: (GREY, "circle-open", "dot", 1.5, T("fig.not_reached")),
+}  # the legend's names in English; tree_figure(lang="zh") takes them from viz/i18n.py
+ROOT_NAME = T("fig.root")
+BONUS_NAME = T("fig.bonus")
 
 FONT = dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size=16, color=INK)
 

@@ -10,6 +10,7 @@ import html
 
 from eagle_core.trace import ACCEPTED, REJECTED, CycleRecord, Run
 
+from .i18n import T
 from .style import cycle_texts, feed_bytes, md_text, token_label
 
 CSS = """<style>
@@ -39,11 +40,18 @@ CSS = """<style>
 @keyframes eg-grow{to{width:100%}}
 </style>"""
 
-LEGEND = ("<div class='eg-legend' aria-label='legend'>"
-          "<span><span class='eg-draft'>draft ✓</span> drafted by EAGLE, accepted by the target</span>"
-          "<span><span class='eg-bonus'>bonus ★</span> the target's own token (one per cycle)</span>"
-          "<span><span class='eg-prefill'>first</span> from the prompt pass</span>"
-          "<span>│ = start of a draft/verify cycle</span></div>")
+
+
+def legend(lang: str = "en") -> str:
+    t = lambda key: html.escape(T(key, lang), quote=False)  # noqa: E731
+    return ("<div class='eg-legend' aria-label='legend'>"
+            f"<span><span class='eg-draft'>{t('legend.draft')}</span> {t('legend.draft_what')}</span>"
+            f"<span><span class='eg-bonus'>{t('legend.bonus')}</span> {t('legend.bonus_what')}</span>"
+            f"<span><span class='eg-prefill'>{t('legend.first')}</span> {t('legend.first_what')}</span>"
+            f"<span>{t('legend.cycle')}</span></div>")
+
+
+LEGEND = legend()
 
 
 def token_pieces(cycle: CycleRecord, pending: bytes = b"") -> list[tuple[str, str]]:
@@ -71,14 +79,14 @@ def _pieces(cycle: CycleRecord, pending: bytes) -> tuple[list[tuple[str, str]], 
     return [(cycle.committed_text, "bonus" if cycle.accepted_drafts == 0 else "mixed")], b""
 
 
-def colored_text_html(cycles, selected: int | None = None, placeholder: str = "") -> str:
+def colored_text_html(cycles, selected: int | None = None, placeholder: str = "", lang: str = "en") -> str:
     if not cycles:
-        return CSS + f"<div class='eg-empty'>{html.escape(placeholder or 'The generated text appears here.')}</div>"
-    out = [CSS, LEGEND, "<div class='eg-text' role='log' aria-live='polite'>"]
+        return CSS + f"<div class='eg-empty'>{html.escape(placeholder or T('text.empty', lang))}</div>"
+    out = [CSS, legend(lang), "<div class='eg-text' role='log' aria-live='polite'>"]
     pending = b""
     for c in cycles:
         sel = " eg-sel" if selected is not None and c.step == selected else ""
-        title = f"cycle {c.step + 1}: {c.accepted_drafts} accepted draft(s) + bonus"
+        title = T("text.cycle_title", lang, n=c.step + 1, k=c.accepted_drafts)
         out.append(f"<span class='eg-cyc{sel}' title='{html.escape(title)}' aria-label='{html.escape(title)}'>")
         pieces, pending = _pieces(c, pending)
         for text, kind in pieces:
@@ -88,44 +96,39 @@ def colored_text_html(cycles, selected: int | None = None, placeholder: str = ""
     return "".join(out)
 
 
-def _quote(texts) -> str:
-    return ", ".join(f"“{md_text(token_label(t, 16))}”" for t in texts)
+def _quote(texts, lang: str = "en") -> str:
+    return ("、" if lang == "zh" else ", ").join(T("cap.quote", lang, t=md_text(token_label(t, 16))) for t in texts)
 
 
-def cycle_caption(cycle: CycleRecord, total: int | None = None) -> str:
-    """One paragraph (Markdown) of what happened in this cycle."""
-    head = f"**Cycle {cycle.step + 1}{f' of {total}' if total else ''}**"
+def cycle_caption(cycle: CycleRecord, total: int | None = None, lang: str = "en") -> str:
+    """One paragraph (Markdown) of what happened in this cycle, in `lang` ("en" or "zh")."""
+    head = T("cap.head_of", lang, n=cycle.step + 1, total=total) if total else T("cap.head", lang, n=cycle.step + 1)
     n_draft = len(cycle.nodes) - 1
     shown, bonus_shown = cycle_texts(cycle)
-    bonus = _quote([bonus_shown])
+    bonus = _quote([bonus_shown], lang)
     if n_draft == 0:
-        why = "vanilla decoding" if cycle.draft_ms == 0 else "only one token was left to generate"
-        return (f"{head} · No drafts this cycle ({why}): one target forward ({cycle.verify_ms:.0f} ms) produced "
-                f"exactly one token, {bonus}.")
+        why = T("cap.why_vanilla" if cycle.draft_ms == 0 else "cap.why_last", lang)
+        return T("cap.no_drafts", lang, head=head, why=why, ms=cycle.verify_ms, bonus=bonus)
     depth = max(n.depth for n in cycle.nodes)
     acc = [cycle.nodes[i] for i in cycle.accepted[1:]]
     rej = [n for n in cycle.nodes if n.decision == REJECTED]
     unreached = sum(1 for n in cycle.nodes[1:] if n.decision not in (ACCEPTED, REJECTED))
-    s = (f"{head} · The EAGLE head drafted **{n_draft}** token{'s' if n_draft > 1 else ''} in a tree {depth} deep "
-         f"({cycle.draft_ms:.0f} ms). The target checked the whole tree in **one** forward pass "
-         f"({cycle.verify_ms:.0f} ms) using the tree-attention mask. ")
-    why = {"greedy": "each matched the target's own top choice",
-           "point_mass": "each passed its random draw: u < p, or for a later sibling u < p over the mass the "
-                         "rejected siblings left",
-           "ratio": "each passed its draw u < min(1, p/q)"}.get(cycle.rule, "")
+    s = T("cap.drafted", lang, head=head, n=n_draft, s="s" if n_draft > 1 else "", depth=depth,
+          draft=cycle.draft_ms, verify=cycle.verify_ms)
+    why = T(f"cap.rule.{cycle.rule}", lang) if cycle.rule in ("greedy", "point_mass", "ratio") else ""
     if acc:
-        s += f"It accepted {_quote(shown[n.index] for n in acc)} ({why}). "
+        s += T("cap.accepted", lang, quoted=_quote((shown[n.index] for n in acc), lang), why=why)
     elif cycle.rule == "greedy":
-        s += "It accepted none of the drafts: none was the target's own top choice. "
+        s += T("cap.none_greedy", lang)
     else:  # sampling: a likely draft can lose its draw
-        s += "It accepted none of the drafts: each tested one lost its random draw (a rejection is chance here). "
+        s += T("cap.none_sampled", lang)
     if rej:
-        s += f"Rejected: {_quote(shown[n.index] for n in rej[:4])}{' and more' if len(rej) > 4 else ''}"
-        s += (f"; {unreached} other draft{'s were' if unreached != 1 else ' was'} never tested (a parent was rejected, "
-              "or a sibling was accepted first). " if unreached else ". ")
-    s += (f"After the accepted path the target adds its own **bonus** token {bonus}, so this cycle committed "
-          f"**{len(acc) + 1}** token{'s' if acc else ''} for one target pass")
-    s += " (vanilla would have produced 1)." if acc else " — no gain over vanilla, but nothing lost either."
+        s += T("cap.rejected", lang, quoted=_quote((shown[n.index] for n in rej[:4]), lang),
+               more=T("cap.and_more", lang) if len(rej) > 4 else "")
+        s += (T("cap.untested", lang, k=unreached, were="s were" if unreached != 1 else " was") if unreached
+              else T("cap.period", lang))
+    s += T("cap.bonus", lang, bonus=bonus, k=len(acc) + 1, s="s" if acc else "")
+    s += T("cap.gain" if acc else "cap.no_gain", lang)
     return s
 
 
@@ -134,36 +137,38 @@ def _card(value: str, label: str) -> str:
 
 
 def comparison_html(eagle: Run | None, vanilla: Run | None, note: str = "", placeholder: str = "",
-                    parting: dict | None = None) -> str:
+                    lang: str = "en", parting: dict | None = None) -> str:
     """Cards: tokens/s, wall time, speedup, tau, draft vs verify, identical outputs; `note` says
     how the numbers were measured; `parting` (eagle_core.parting, as a dict) says where greedy
-    outputs that differ part, and whether that is a near-tie."""
+    outputs that differ part, and whether that is a near-tie (in English only, so far)."""
+    t = lambda key, **kw: T(key, lang, **kw)  # noqa: E731
     if eagle is None and vanilla is None:
-        text = placeholder or "Run Generate to compare EAGLE with vanilla decoding."
+        text = placeholder or t("cards.empty")
         return CSS + f"<div class='eg-empty'>{html.escape(text)}</div>"
     cards = []
     e, v = (eagle.summary if eagle else None), (vanilla.summary if vanilla else None)
     if e:
-        cards += [_card(f"{e.tokens_per_s:.1f}", "EAGLE tokens/s"), _card(f"{e.wall_s:.2f} s", "EAGLE wall time"),
-                  _card(f"{e.tau:.2f}", "τ: tokens per target pass"),
-                  _card(f"{e.draft_s * 1e3:.0f} / {e.verify_s * 1e3:.0f} ms", "EAGLE draft / verify time")]
+        cards += [_card(f"{e.tokens_per_s:.1f}", t("cards.eagle_rate")), _card(f"{e.wall_s:.2f} s", t("cards.eagle_wall")),
+                  _card(f"{e.tau:.2f}", t("cards.tau")),
+                  _card(f"{e.draft_s * 1e3:.0f} / {e.verify_s * 1e3:.0f} ms", t("cards.eagle_dv"))]
     if v:
-        cards += [_card(f"{v.tokens_per_s:.1f}", "vanilla tokens/s"), _card(f"{v.wall_s:.2f} s", "vanilla wall time")]
+        cards += [_card(f"{v.tokens_per_s:.1f}", t("cards.vanilla_rate")),
+                  _card(f"{v.wall_s:.2f} s", t("cards.vanilla_wall"))]
     if e and v and v.tokens_per_s > 0:
-        cards.append(_card(f"{e.tokens_per_s / v.tokens_per_s:.2f}×", "speedup (tokens/s ratio)"))
+        cards.append(_card(f"{e.tokens_per_s / v.tokens_per_s:.2f}×", t("cards.speedup")))
         n = min(len(e.token_ids), len(v.token_ids))
         same = tuple(e.token_ids[:n]) == tuple(v.token_ids[:n])
         greedy = float((e.settings or {}).get("temperature", 0.0) or 0.0) == 0.0
         if same and len(e.token_ids) == len(v.token_ids):
-            cards.append(_card("✓ identical", "outputs, token for token"))
+            cards.append(_card(t("cards.identical"), t("cards.identical_all")))
         elif same:
-            cards.append(_card("✓ identical", f"over the {n} tokens both produced (one stopped early)"))
+            cards.append(_card(t("cards.identical"), t("cards.identical_part", n=n)))
         elif greedy and parting:
-            cards.append(_card("✗ differ", f"from token {parting['position'] + 1} on: see below"))
+            cards.append(_card("✗ differ" if lang == "en" else "✗ 不同", f"from token {parting['position'] + 1} on: see below"))
         elif greedy:
-            cards.append(_card("✗ differ", "outputs (unexpected at temperature 0)"))
+            cards.append(_card(t("cards.differ"), t("cards.differ_greedy")))
         else:
-            cards.append(_card("≠ differ", "sampled: both follow the target's distribution"))
+            cards.append(_card(t("cards.differ_sampled"), t("cards.differ_sampled_what")))
     how = f"<p class='eg-note'>{html.escape(note)}</p>" if note else ""
     return CSS + "<div class='eg-cards'>" + "".join(cards) + "</div>" + parting_html(parting) + how
 
@@ -196,10 +201,11 @@ def _timed_chunks(run: Run) -> list[tuple[float, str]]:
     return out
 
 
-def replay_html(eagle: Run | None, vanilla: Run | None, nonce: int = 0, speed: float = 1.0, placeholder: str = "") -> str:
+def replay_html(eagle: Run | None, vanilla: Run | None, nonce: int = 0, speed: float = 1.0, placeholder: str = "",
+                lang: str = "en") -> str:
     """Both texts appearing at their measured pace (CSS animations; `nonce` restarts them)."""
     panels = []
-    for label, run in (("EAGLE", eagle), ("vanilla", vanilla)):
+    for label, run in (("EAGLE", eagle), (T("replay.vanilla", lang), vanilla)):
         if run is None:
             continue
         chunks = _timed_chunks(run)
@@ -210,5 +216,5 @@ def replay_html(eagle: Run | None, vanilla: Run | None, nonce: int = 0, speed: f
                       f"{max(total / speed, 0.01):.3f}s'></div></div><div class='eg-text' style='max-height:300px'>"
                       f"{body}</div></div>")
     if not panels:
-        return CSS + f"<div class='eg-empty'>{html.escape(placeholder or 'The paced replay appears after a run.')}</div>"
+        return CSS + f"<div class='eg-empty'>{html.escape(placeholder or T('replay.empty', lang))}</div>"
     return CSS + f"<div class='eg-replay' data-nonce='{nonce}'>" + "".join(panels) + "</div>"

@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord
 from eagle_core.tree import ancestor_mask
 
-from .style import (BLUE, BONUS, BONUS_NAME, DECISION_STYLE, LEGEND_ROOM, ROOT_NAME, base_layout, cycle_texts, fmt_p, plot_text,
+from .i18n import T
+from .style import (BLUE, BONUS, DECISION_STYLE, LEGEND_ROOM, base_layout, cycle_texts, fmt_p, plot_text,
                     token_label)
 
 BONUS_KEY = "bonus"  # the graph key of the bonus node (draft nodes are keyed by their index)
@@ -84,7 +85,7 @@ def _hover(a: dict) -> str:
     return "<br>".join(lines)
 
 
-def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool = True) -> go.Figure:
+def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool = True, lang: str = "en") -> go.Figure:
     g = tree_graph(cycle, show_bonus)
     pos = tree_layout(g)
     fig = go.Figure()
@@ -105,9 +106,9 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
         xs, ys = _segments(pos, bonus_edges)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=BONUS, width=4, dash="longdash"),
                                  hoverinfo="skip", showlegend=False))
-    groups = [("root", None, BLUE, "square", ROOT_NAME)]
-    groups += [("draft", d, c, sym, name) for d, (c, sym, _, _, name) in DECISION_STYLE.items()]
-    groups.append(("bonus", None, BONUS, "star", BONUS_NAME))
+    groups = [("root", None, BLUE, "square", T("fig.root", lang))]
+    groups += [("draft", d, c, sym, T(f"fig.{d}", lang)) for d, (c, sym, _, _, _) in DECISION_STYLE.items()]
+    groups.append(("bonus", None, BONUS, "star", T("fig.bonus", lang)))
     for kind, decision, colour, symbol, name in groups:
         nodes = [n for n, a in g.nodes(data=True) if a["kind"] == kind and (decision is None or a["decision"] == decision)]
         if not nodes:
@@ -125,11 +126,11 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
     n_rows = 1 + max((-y for _, y in pos.values()), default=0)
     max_depth = max((x for x, _ in pos.values()), default=1)
     acc = len(cycle.accepted) - 1
-    title = title or (f"Cycle {cycle.step + 1}: {len(cycle.nodes) - 1} drafted, {acc} accepted + 1 bonus "
-                      f"= {acc + 1} token{'s' if acc else ''}")
+    title = title or T("fig.tree", lang, n=cycle.step + 1, d=len(cycle.nodes) - 1, a=acc, k=acc + 1,
+                       s="s" if acc else "")
     base_layout(fig, title, height=int(min(1000, max(340, 44 * n_rows + 190))))
     fig.update_layout(margin=dict(l=20, r=20, t=80, b=50 + LEGEND_ROOM))  # room for the axis title and the legend
-    fig.update_xaxes(range=[-0.5, max_depth + 0.5], dtick=1, title="depth in the draft tree",
+    fig.update_xaxes(range=[-0.5, max_depth + 0.5], dtick=1, title=T("fig.tree_x", lang),
                      showgrid=True, gridcolor="#eee", zeroline=False, title_font=dict(size=15))
     fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5, 0.8])
     return fig
@@ -146,7 +147,7 @@ def _segments(pos, edges):
 MASK_MARGIN_L = 20  # px, the least left margin (automargin widens it to fit the row labels)
 
 
-def mask_figure(cycle: CycleRecord) -> go.Figure:
+def mask_figure(cycle: CycleRecord, lang: str = "en") -> go.Figure:
     """The (n x n) tree-attention mask of the verification forward, root included."""
     parents = [n.parent for n in cycle.nodes]
     m = ancestor_mask(parents).int().tolist()
@@ -159,7 +160,7 @@ def mask_figure(cycle: CycleRecord) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=m, x=labels, y=labels, colorscale=[[0, "#f1f1f1"], [1, BLUE]], zmin=0, zmax=1,
                                showscale=False, xgap=1, ygap=1, hovertext=hover, hoverinfo="text"))
     n = len(m)
-    base_layout(fig, f"Tree attention: row sees column<br><sup>(plus all {cycle.context_len} context tokens)</sup>",
+    base_layout(fig, T("fig.mask", lang, n=cycle.context_len),
                 height=int(min(620, max(340, 16 * n + 200))))
     small = dict(size=max(9, min(14, int(260 / max(n, 1)))))
     # automargin widens the margins to fit the row / column labels; set here, not left to the

@@ -22,6 +22,7 @@ import gradio as gr
 
 from eagle_core.trace import tau
 
+from ..i18n import APP
 from ..line import FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine
 from ..model import MODEL
 from ..settings import build, check_prompt, takes_settings
@@ -40,13 +41,7 @@ LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every
 UI_INTERVAL_S = float(os.environ.get("EAGLE_APP_PROGRESS_S", "0"))
 SETTLE_S = 1.0  # after clearing the page, let the browser draw it before the clock starts (0.3 s was
 # too short on a busy 2-core machine: the clearing overlapped the start of the EAGLE run)
-FAIR_RULE = (f"Fair share: while anyone waits, each run stops after {FAIR_BUDGET_S:g} s per method "
-             f"({RUN_BUDGET_S:g} s when nobody does).")
-TIMED_NOTE = ("Timed with live drawing paused: {how}; the text, tree and charts were drawn after both runs "
-              "finished. EAGLE ran first, then vanilla, same prompt and settings, one after the other on "
-              "{threads} CPU thread(s). The replay below plays both at the measured pace.")
-QUIET_HOW = "the page did not change while either run decoded"
-LIVE_HOW = "while each run decoded, the page showed only a one-line progress update"
+# the texts (status lines, the cards' note) are eagle_app/i18n.py's APP strings, in the tab's language
 
 
 def arm(request: gr.Request = None) -> int:
@@ -55,9 +50,10 @@ def arm(request: gr.Request = None) -> int:
     return RUNS.arm(session_id(request))
 
 
-def stop(request: gr.Request = None):
+def stop(request: gr.Request = None, lang: str = "en"):
+    """Stop (unqueued): every run of this tab ends. Gradio puts the request first, then the input (lang)."""
     if RUNS.stop(session_id(request)):
-        gr.Info("Stopping…")
+        gr.Info(APP("status.stopping", lang))
 
 
 def forget_session(request: gr.Request = None):
@@ -80,19 +76,19 @@ def read_settings(prompt, values):
     return settings
 
 
-def wait_for_model(flag: threading.Event):
+def wait_for_model(flag: threading.Event, lang: str = "en"):
     """Yields status updates while the model loads; returns the engine (None if stopped or failed)."""
     MODEL.start()
     while not MODEL.ready.wait(0.5):
         if flag.is_set():
             return None
-        yield outputs(model=MODEL.status(), status="Waiting for the model to finish loading…")
+        yield outputs(model=MODEL.status(lang), status=APP("status.waiting_model", lang))
     if MODEL.engine is None:
-        gr.Warning(MODEL.status(), title="No model")
+        gr.Warning(MODEL.status(lang), title=APP("no_model", lang))
     return MODEL.engine
 
 
-def wait_in_line(ticket, flag: threading.Event):
+def wait_in_line(ticket, flag: threading.Event, lang: str = "en"):
     """Yields the place in line until the ticket holds the decode slot; returns False if stopped."""
     last = 0.0
     while not LINE.wait(ticket, 0.25):
@@ -101,40 +97,41 @@ def wait_in_line(ticket, flag: threading.Event):
         if time.perf_counter() - last >= 1.0:
             last = time.perf_counter()
             ahead, wait = LINE.place(ticket)
-            yield outputs(status=waiting_line(ahead, wait))
+            yield outputs(status=waiting_line(ahead, wait, lang))
     return not flag.is_set()
 
 
-def waiting_line(ahead: int, wait: float) -> str:
-    return (f"◌ Waiting for the decoder: {ahead} run{'s' if ahead != 1 else ''} ahead of yours, about "
-            f"{wait:.0f} s. {FAIR_RULE} **Stop** leaves the line; this page stays as it is.")
+def waiting_line(ahead: int, wait: float, lang: str = "en") -> str:
+    fair = APP("status.fair", lang, fair=FAIR_BUDGET_S, budget=RUN_BUDGET_S)
+    return APP("status.waiting_line", lang, ahead=ahead, s="s" if ahead != 1 else "", wait=wait, fair=fair)
 
 
 @takes_settings
-def generate(prompt, values: tuple, compare, state, run_id=None, request: gr.Request = None):
-    """Generate: (prompt, *settings.NAMES, compare, state, run_id), as the page and the API pass them."""
+def generate(prompt, values: tuple, compare, state, run_id=None, lang="en", request: gr.Request = None):
+    """Generate: (prompt, *settings.NAMES, compare, state, run_id, lang), as the page and the API pass them
+    (the API passes no state, run id or language: gr.State inputs are not API parameters)."""
     sid = session_id(request)
     run_id, flag = RUNS.get(sid, run_id)
     try:
-        yield from _generate(prompt, values, bool(compare), flag, sid)
+        yield from _generate(prompt, values, bool(compare), flag, sid, lang if lang in ("en", "zh") else "en")
     finally:
         RUNS.done(sid, run_id)
 
 
-def _generate(prompt, values, compare, flag, sid):
+def _generate(prompt, values, compare, flag, sid, lang="en"):
     try:
         settings = read_settings(prompt, values)
     except ValueError as e:
-        yield refuse(str(e))
+        yield refuse(e, lang)
         return
-    engine = yield from wait_for_model(flag)
+    engine = yield from wait_for_model(flag, lang)
     if engine is None:
-        yield outputs(model=MODEL.status(), status="Stopped before the model was ready; the page is unchanged.")
+        yield outputs(model=MODEL.status(lang), status=APP("status.stopped_model", lang))
         return
     try:  # the one validation (with the context limit) and the one tokenization of this request
         prompt_ids = engine.check(prompt, settings)
     except ValueError as e:
-        yield refuse(str(e))
+        yield refuse(e, lang)
         return
     worker = Worker(engine, prompt, settings, compare, flag, budget_s=RUN_BUDGET_S, crowded=lambda: LINE.waiting() > 0,
                     prompt_ids=prompt_ids)
@@ -143,49 +140,49 @@ def _generate(prompt, values, compare, flag, sid):
     ticket = LINE.join(tokens)
     t_slot, decoded = time.perf_counter(), 0
     try:
-        if not (yield from wait_in_line(ticket, flag)):
+        if not (yield from wait_in_line(ticket, flag, lang)):
             if flag.reason != "replaced":  # a replaced run leaves the page to the run that replaced it
-                yield outputs(status="Stopped while waiting in line: nothing ran, the page is unchanged.")
+                yield outputs(status=APP("status.stopped_line", lang))
             return
         t_slot = time.perf_counter()
-        long = f"Reading the {n_prompt:,}-token prompt first (long prompts take a while on a CPU). " \
-            if n_prompt > 400 else ""
-        yield outputs(**cleared_views("after both timed runs finish"), model=MODEL.status(),
-                      status=long + starting_line(settings, len(worker.plan())),
+        long = APP("status.long_prompt", lang, n=n_prompt) if n_prompt > 400 else ""
+        yield outputs(**cleared_views("wait.after_runs", lang), model=MODEL.status(lang),
+                      status=long + starting_line(settings, len(worker.plan()), lang),
                       download=gr.DownloadButton(value=None, interactive=False))
         time.sleep(SETTLE_S)
         worker.start()
-        state = yield from _follow(worker, settings, sid, prompt)
+        state = yield from _follow(worker, settings, sid, prompt, lang)
         decoded = sum(r.summary.new_tokens for r in (state["eagle"], state["vanilla"]) if r is not None)
     finally:
         worker.cancel()  # a closed tab or a Stop: end the decode before the next user starts
         LINE.leave(ticket, decoded, time.perf_counter() - t_slot)
     if flag.reason == "replaced":  # the tab's new Generate runs instead and owns the page
         return
-    how = {k: f"stopped at the {RUN_BUDGET_S:g} s limit" if limit == "budget" else
-           f"stopped at the {FAIR_BUDGET_S:g} s fair-share limit, others were waiting"
+    how = {k: ("how.budget", {"s": RUN_BUDGET_S}) if limit == "budget" else ("how.fair", {"s": FAIR_BUDGET_S})
            for k, limit in worker.timed_out.items()}
     if flag.is_set():
-        how = {k: "stopped by you" for k in ("eagle", "vanilla")}
-        gr.Info("Stopped. The partial run is kept: scrub through it or download its trace.")
-    state["note"] = TIMED_NOTE.format(how=LIVE_HOW if UI_INTERVAL_S > 0 else QUIET_HOW, threads=worker.threads or "?")
-    yield outputs(**all_views(state), state=state, status=done_status(state, how), download=save_trace(state, sid),
-                  examples=None)
+        how = {k: ("how.you", {}) for k in ("eagle", "vanilla")}
+        gr.Info(APP("status.stopped_kept", lang))
+    state["note"] = ("note.timed", {"how": "note.live" if UI_INTERVAL_S > 0 else "note.quiet",
+                                    "threads": worker.threads or "?"})
+    state["how"] = how  # so that the status line can be drawn again in the other language
+    yield outputs(**all_views(state, lang), state=state, status=done_status(state, how, lang),
+                  download=save_trace(state, sid), examples=None)
 
 
-def starting_line(settings, n_runs: int) -> str:
+def starting_line(settings, n_runs: int, lang: str = "en") -> str:
     """The status shown while the runs are timed: what runs, about how long, and why the page is still."""
     if UI_INTERVAL_S > 0:
-        return "◔ Starting EAGLE (timed)…" if settings.method != "vanilla" else "◔ Starting vanilla (timed)…"
-    what = ("EAGLE, then vanilla," if n_runs > 1 else "vanilla" if settings.method == "vanilla" else "EAGLE")
-    each, done = (" each", "both are done") if n_runs > 1 else ("", "it is done")
+        return APP("status.start_eagle" if settings.method != "vanilla" else "status.start_vanilla", lang)
+    what = APP("status.what_both" if n_runs > 1 else "status.what_vanilla" if settings.method == "vanilla"
+               else "status.what_eagle", lang)
+    each, done = (APP("status.each", lang), APP("status.both_done", lang)) if n_runs > 1 else \
+        ("", APP("status.it_done", lang))
     guess = min(settings.max_new_tokens * n_runs / max(LINE.rate, 0.1), RUN_BUDGET_S * n_runs)
-    return (f"◔ Timing {what} on {settings.max_new_tokens} new tokens{each} (about {guess:.0f} s). The page stays "
-            f"still until {done}, so that drawing does not take the CPU from the decoder; **Stop** ends the "
-            "run and keeps what was decoded.")
+    return APP("status.timing", lang, what=what, n=settings.max_new_tokens, each=each, guess=guess, done=done)
 
 
-def _follow(worker: Worker, settings, sid: str, prompt: str):
+def _follow(worker: Worker, settings, sid: str, prompt: str, lang: str = "en"):
     """Yields the progress line while the worker decodes (only if UI_INTERVAL_S > 0); returns the new state."""
     state = new_state(title=prompt[:60])
     main = "vanilla" if settings.method == "vanilla" else "eagle"
@@ -206,52 +203,53 @@ def _follow(worker: Worker, settings, sid: str, prompt: str):
             if k == main:
                 state["cycles"] = list(payload.cycles)
                 s = payload.summary
-                before = f"EAGLE done: {s.new_tokens} tokens in {s.wall_s:.1f} s. "
+                before = APP("status.eagle_done", lang, n=s.new_tokens, s=s.wall_s)
         elif what == "parting":
             state["parting"] = payload
         elif what == "error":
-            gr.Warning(f"{k} decoding failed: {payload}")
+            gr.Warning(APP("status.failed", lang, k=k, err=payload))
         if UI_INTERVAL_S > 0 and time.perf_counter() - last >= UI_INTERVAL_S:
             last = time.perf_counter()
             yield outputs(status=progress_line(kind, tokens, cycles, started, settings.max_new_tokens,
-                                               before if kind != main else ""))
+                                               before if kind != main else "", lang))
 
 
 @takes_settings
-def step(prompt, values: tuple, state, request: gr.Request = None):
+def step(prompt, values: tuple, state, lang="en", request: gr.Request = None):
     """Step mode: advance the tab's own generation by exactly one draft/verify cycle (not timed).
-    The page and the API pass (prompt, *settings.NAMES, state)."""
+    The page and the API pass (prompt, *settings.NAMES, state, lang)."""
     sid = session_id(request)
     run_id, flag = RUNS.get(sid, None)
+    lang = lang if lang in ("en", "zh") else "en"
     try:
         try:
             settings = read_settings(prompt, values)
         except ValueError as e:
-            yield refuse(str(e))
+            yield refuse(e, lang)
             return
-        engine = yield from wait_for_model(flag)
+        engine = yield from wait_for_model(flag, lang)
         if engine is None:
             return
         ticket = LINE.join(1)
         try:
-            if not (yield from wait_in_line(ticket, flag)):
-                yield outputs(status="Stopped while waiting in line; the page is unchanged.")
+            if not (yield from wait_in_line(ticket, flag, lang)):
+                yield outputs(status=APP("status.stopped_line_step", lang))
                 return
-            yield _step(engine, prompt, settings, state, sid)
+            yield _step(engine, prompt, settings, state, sid, lang)
         finally:
             LINE.leave(ticket)
     finally:
         RUNS.done(sid, run_id)
 
 
-def _step(engine, prompt, settings, state, sid) -> tuple:
+def _step(engine, prompt, settings, state, sid, lang="en") -> tuple:
     key = (prompt, settings)
     fresh = state.get("stepper") is None or state.get("step_key") != key
     if fresh:  # a click that continues a run has the settings this check passed: no check again
         try:
             prompt_ids = engine.check(prompt, settings)
         except ValueError as e:
-            return refuse(str(e))
+            return refuse(e, lang)
         gen = start_generation(engine, prompt, settings, None, prompt_ids)
         state = new_state(title=prompt[:60])
         state.update(stepper=(gen, iter(gen)), step_key=key)
@@ -263,18 +261,17 @@ def _step(engine, prompt, settings, state, sid) -> tuple:
         if gen.ending is not None:  # that was the last cycle: finish on this click, not on one more
             ENGINE_THREAD.submit(next, it, None).result()
     if gen.run is None:
-        status = (f"Step mode (not timed): cycle {len(state['cycles'])} done, τ so far {tau(state['cycles']):.2f}. "
-                  "Click **Step** for the next one (change a setting or the prompt to start over).")
+        status = APP("status.step", lang, n=len(state["cycles"]), tau=tau(state["cycles"]))
     else:
         kind = "vanilla" if settings.method == "vanilla" else "eagle"
         run = readable_run(gen.run, tok)
         state.update({kind: run, "stepper": None, "step_key": None, "cycles": list(run.cycles),
-                      "note": "Step mode: each cycle waited for your click, so these timings are per cycle only."})
-        status = "Step mode finished. " + done_status(state)
-    views = cycle_views(state, None)
+                      "note": ("status.step_note", {})})
+        status = APP("status.step_done", lang) + done_status(state, lang=lang)
+    views = cycle_views(state, None, lang)
     if state["stepper"] is None:
-        views.update(summary_views(state))
+        views.update(summary_views(state, lang))
     elif fresh:
-        views.update({k: v for k, v in cleared_views("when the step-by-step run finishes").items() if k in SUMMARY})
+        views.update({k: v for k, v in cleared_views("wait.after_steps", lang).items() if k in SUMMARY})
     return outputs(**views, state=state, status=status, download=save_trace(state, sid),
                    examples=None if fresh else gr.skip())

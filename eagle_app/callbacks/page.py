@@ -7,20 +7,69 @@ from eagle_core import PRESETS
 from viz.examples import example_traces
 
 from ..model import MODEL
-from ..traces import load_example
-from ..views import OUT, outputs
+from viz.examples import medusa_figure
+from viz.languages import language_figure, language_table, load_language_rows
+from viz.learn import learn_blocks
+
+from ..i18n import APP, lang_of, text
+from ..traces import load_example, replay_status
+from ..views import OUT, SUMMARY, VIEW, cycle_views, done_status, outputs, summary_views
 
 
-def on_page_load(request: gr.Request = None):
-    """The first example trace, and the model's status line as of now."""
+def on_page_load(lang: str = "en", request: gr.Request = None):
+    """The first example trace, and the model's status line as of now (in the tab's language)."""
     MODEL.start()
     first = next(iter(example_traces()), None)
-    out = load_example(first, request) if first else outputs()
-    return out[:OUT.index("model")] + (MODEL.status(),) + out[OUT.index("model") + 1:]
+    out = load_example(first, lang, request) if first else outputs()
+    return out[:OUT.index("model")] + (MODEL.status(lang),) + out[OUT.index("model") + 1:]
 
 
-def model_status():
-    return MODEL.status(), gr.Timer(active=not MODEL.ready.is_set())
+def model_status(lang: str = "en"):
+    return MODEL.status(lang), gr.Timer(active=not MODEL.ready.is_set())
+
+
+# ---------------------------------------------------------------------------------- language
+def page_language(lang) -> str:
+    """The tab's language from what the browser says (navigator.language, sent by the load event's JS;
+    an Accept-Language header works too): "zh" for any Chinese, else "en"."""
+    return lang_of(lang)
+
+
+TABS = ("Decode", "Learn", "Traces")  # the tabs' labels: Gradio's tab bar does not redraw them when its locale changes
+
+
+def language_texts(lang: str) -> tuple:
+    """The texts the callbacks draw in the tab's language: the Learn tab's Markdown (viz/learn.py,
+    viz/learn_zh.py), its language table and figures, and the tabs' labels. The other labels, buttons and headings follow Gradio's own
+    i18n in the browser (eagle_app/i18n.py)."""
+    blocks = learn_blocks(lang)
+    rows = load_language_rows()
+    return (blocks["text"], blocks["glossary"], language_table(rows, lang), language_figure(rows, lang),
+            medusa_figure(lang), *(gr.Tab(label=text(name, lang)) for name in TABS))
+
+
+def set_language(lang, state, k):
+    """The switch (or the page load): the tab's language, the Learn text and the tabs' labels, the model
+    line, the views of the selected cycle and the run's cards, and the status line of a finished run or a
+    loaded trace, all drawn again in it. -> (lang, *language_texts, model, *views.VIEW, *views.SUMMARY, status)"""
+    lang = lang_of(lang)
+    status = status_again(state, lang) if state else gr.skip()
+    if state and state["cycles"]:
+        drawn = {**cycle_views(state, k, lang), **summary_views(state, lang)}
+        drawn["slider"] = gr.Slider(label=APP("slider.of", lang, n=len(state["cycles"])))  # the label only
+        views = tuple(drawn[name] for name in VIEW + SUMMARY)
+    else:
+        views = (gr.skip(),) * len(VIEW + SUMMARY)
+    return (lang, *language_texts(lang), MODEL.status(lang), *views, status)
+
+
+def status_again(state: dict, lang: str):
+    """The status line of the tab's run in `lang`: a finished run's summary, a trace's replay line."""
+    if state.get("eagle") is None and state.get("vanilla") is None:
+        return gr.skip()
+    if "how" in state or (state.get("note") or ("",))[0] == "status.step_note":
+        return done_status(state, state.get("how"), lang)
+    return replay_status(state, lang)
 
 
 def apply_preset(name):

@@ -1,0 +1,235 @@
+"""The page in English and Simplified Chinese (issue 28, item 2). English is the default and the
+source of truth; Chinese follows the browser's language (zh, zh-CN, zh-TW, ... -> Chinese) and the
+page's "English / 中文" switch.
+
+Two mechanisms, one table each:
+- ZH: the page's static labels, buttons, tabs, headings, keyed by their English text as layout.py
+  and settings.py write it (gettext-style: the English stays where it was). `L(english)` wraps
+  one for Gradio's own i18n (gr.I18n, passed to launch() in launch.py): the browser translates
+  it, following navigator.language, and the switch changes Gradio's locale in the page (JS below).
+- APP (and viz.i18n.T for the figures' HTML and captions): strings made at run time by the
+  callbacks (status lines, refusals, placeholders), which gr.I18n does not translate. Each is an
+  (English, 简体中文) pair; the callbacks get the tab's language from a gr.State (c["lang"]).
+The Learn tab's long text is viz/learn.py and viz/learn_zh.py, re-rendered by callbacks.
+"""
+from __future__ import annotations
+
+import functools
+
+from eagle_core import METHOD_LABELS, PRESETS
+from viz.i18n import Strings, lang_of  # noqa: F401  (lang_of: re-exported for the callbacks)
+
+PRESET_NAMES = (("readable tree", "易读的树", "explain"), ("fastest on a 2-core CPU", "双核 CPU 上最快", "cpu"),
+                ("GPU, published EAGLE-2", "GPU，EAGLE-2 论文的设置", "gpu"))
+
+
+def preset_label(name: str, lang: str = "en") -> str:
+    en, zh, _ = next(p for p in PRESET_NAMES if p[2] == name)
+    p = PRESETS[name]
+    if lang == "zh":
+        return f"{zh}（深度 {p['depth']}，top-k {p['tree_top_k']}，{p['total_tokens']} 个 token）"
+    return f"{en} (depth {p['depth']}, top-k {p['tree_top_k']}, {p['total_tokens']} tokens)"
+
+
+ZH = {
+    # the header and tabs
+    "# EAGLE speculative decoding, step by step\nA small head drafts a **tree** of tokens from the model's own "
+    "features; the model checks the whole tree in **one** forward pass and keeps the longest correct path "
+    "plus one **bonus** token of its own. Same output as ordinary decoding, fewer passes.":
+        "# EAGLE 投机解码，一步一步看\n一个小型的头根据模型自己的特征起草一棵 token **树**；模型在**一次**前向中检查整棵树，"
+        "保留最长的正确路径，再加上一个它自己的**奖励** token。输出与普通解码完全相同，前向次数更少。",
+    "Decode": "解码", "Learn": "学习", "Traces": "轨迹",
+    # the Decode tab's controls
+    "Prompt": "提示词", "Ask anything, or pick an example below…": "随便问点什么，或从下面选一个示例……",
+    "Examples: writing · code · math · summarisation · translation · Chinese":
+        "示例：写作 · 代码 · 数学 · 摘要 · 翻译 · 中文",
+    METHOD_LABELS["eagle2"]: "EAGLE-2 动态树", METHOD_LABELS["eagle3"]: "EAGLE-3（融合目标模型多层，动态树）",
+    METHOD_LABELS["eagle1"]: "EAGLE-1 静态树", METHOD_LABELS["chain"]: "链式（每步一个草稿）",
+    "vanilla only (no drafting)": "仅普通解码（不起草）",
+    "Also decode with vanilla afterwards (fair, one after the other)": "之后再用普通解码跑一遍（公平起见，先后运行）",
+    "Tree settings": "树的设置", "Preset": "预设",
+    **{preset_label(n): preset_label(n, "zh") for _, _, n in PRESET_NAMES},
+    "Sampling (temperature 0 = greedy, reproducible)": "采样（温度 0 = 贪心，可复现）",
+    "▶ Generate": "▶ 生成", "Step one cycle ›": "单步一轮 ›", "■ Stop": "■ 停止",
+    # the settings (settings.FIELDS' labels)
+    "Method": "方法", "Depth (expansion steps)": "深度（扩展步数）",
+    "Top-k (children per node, frontier width)": "Top-k（每个节点的子节点数，前沿宽度）",
+    "Total draft tokens verified per cycle (EAGLE-2)": "每轮验证的草稿 token 总数（EAGLE-2）",
+    "Chain length (chain method)": "链长（链式方法）", "Temperature": "温度", "Top-p": "Top-p",
+    "Top-k (0 = off)": "Top-k（0 = 关闭）", "Max new tokens": "最多新 token 数", "Seed": "随机种子",
+    # the views
+    "◀ Previous": "◀ 上一轮", "Cycle": "轮次", "Next ▶": "下一轮 ▶", "▶ Play": "▶ 播放", "❚❚ Pause": "❚❚ 暂停",
+    "## EAGLE beside vanilla decoding": "## EAGLE 与普通解码并排对比",
+    "### Replay at the measured pace": "### 按实测速度回放", "↻ Replay": "↻ 重放",
+    # the Learn tab's right column
+    "**Live figures of the cycle selected in the Decode tab**": "**“解码”页中所选轮次的实时图**",
+    # the Traces tab
+    "Download the current run (EAGLE and vanilla, every cycle) or load a saved one: every view works without "
+    "the model. Files up to 20 MB. Shipped examples are below.":
+        "下载当前这次运行（EAGLE 与普通解码，每一轮），或载入一个保存过的：所有视图都不需要模型。"
+        "文件最大 20 MB。下方是随附的示例。",
+    "Download trace (JSON)": "下载轨迹（JSON）", "Load a trace (.json)": "载入轨迹（.json）",
+    "Example traces": "示例轨迹",
+    # the switch itself
+    "Language": "语言",
+}
+USED: set[str] = set()  # every text layout.py wrapped (tests: each one has its Chinese)
+
+
+@functools.cache
+def gradio_i18n():
+    """The gr.I18n passed to launch() (launch.py). Gradio's frontend matches the browser's locale exactly
+    ("zh-CN", "zh-TW") before its language ("zh"), so the Chinese is registered under all three. (gradio is
+    imported here only: settings.py reads APP below and imports no gradio.)"""
+    import gradio as gr
+
+    return gr.I18n(en={k: k for k in ZH}, zh=ZH, **{"zh-CN": ZH, "zh-TW": ZH})
+
+
+def L(english: str):
+    """A static text of the page, for Gradio's i18n: English unless the page is in Chinese."""
+    assert english in ZH, f"no Chinese for {english!r}: add it to eagle_app/i18n.py ZH"
+    USED.add(english)
+    return gradio_i18n()(english)
+
+
+def text(english: str, lang: str = "en") -> str:
+    """A static text as a plain string in `lang` (for gr.update(label=...) and the like)."""
+    return ZH[english] if lang == "zh" else english
+
+
+LANG_CHOICES = [("English", "en"), ("中文", "zh")]
+
+# In the page: Gradio's own i18n picks its locale from navigator.language once, at load. The switch
+# changes it with the changeLocale of Gradio's frontend module (core-*.js, already loaded: an
+# import() of the same URL returns the same module). Chinese -> "zh-CN" (its built-in strings too; the
+# browser's own zh-TW is kept); English -> the browser's own locale, or "en" for a Chinese browser. Returns the inputs, the language made "en" or "zh", for the callback.
+SET_LOCALE_JS = """async (lang, ...rest) => {
+  lang = (lang || "en").toLowerCase().startsWith("zh") ? "zh" : "en";
+  const nav = (navigator.language || "en"), navZh = nav.toLowerCase().startsWith("zh");
+  // Gradio already follows the browser at load; otherwise Chinese, or back to the browser's own (or English)
+  const fits = window.__egLang === undefined && (lang === "zh") === navZh && (!navZh || /^zh-(cn|tw)$/i.test(nav));
+  const want = fits ? null : lang === "zh" ? (/^zh-tw/i.test(nav) ? "zh-TW" : "zh-CN") : (navZh ? "en" : nav);
+  try {
+    const url = performance.getEntriesByType("resource").map(e => e.name).find(n => /\\/core-[\\w-]+\\.js(\\?|$)/.test(n));
+    if (want && url) { const m = await import(url); if (m.changeLocale) m.changeLocale(want); }
+  } catch (e) { console.warn("eagle-explainer: could not switch Gradio's locale", e); }
+  window.__egLang = lang;
+  return [lang, ...rest];
+}"""
+# At page load: the browser's language (what Gradio's own i18n follows), made "zh" or "en".
+DETECT_JS = """async (x) => {
+  const nav = (navigator.language || (navigator.languages || ["en"])[0] || "en").toLowerCase();
+  return nav.startsWith("zh") ? "zh" : "en";
+}"""
+
+APP = Strings({
+    # status lines (callbacks/decoding.py, views.py)
+    "status.fair": ("Fair share: while anyone waits, each run stops after {fair:g} s per method ({budget:g} s when "
+                    "nobody does).",
+                    "公平分享：只要有人在排队，每次运行的每种方法在 {fair:g} 秒后停止（无人排队时为 {budget:g} 秒）。"),
+    "status.waiting_model": ("Waiting for the model to finish loading…", "正在等待模型加载完成……"),
+    "status.waiting_line": ("◌ Waiting for the decoder: {ahead} run{s} ahead of yours, about {wait:.0f} s. {fair} "
+                            "**Stop** leaves the line; this page stays as it is.",
+                            "◌ 正在等待解码器：你前面还有 {ahead} 个运行，大约 {wait:.0f} 秒。{fair}"
+                            "**停止**即可离开队列；本页保持原样。"),
+    "status.stopped_model": ("Stopped before the model was ready; the page is unchanged.",
+                             "在模型就绪前已停止；页面未改变。"),
+    "status.stopped_line": ("Stopped while waiting in line: nothing ran, the page is unchanged.",
+                            "在排队时已停止：什么都没有运行，页面未改变。"),
+    "status.stopped_line_step": ("Stopped while waiting in line; the page is unchanged.", "在排队时已停止；页面未改变。"),
+    "status.long_prompt": ("Reading the {n:,}-token prompt first (long prompts take a while on a CPU). ",
+                           "先读取 {n:,} 个 token 的提示词（长提示词在 CPU 上需要一些时间）。"),
+    "status.start_eagle": ("◔ Starting EAGLE (timed)…", "◔ 开始 EAGLE（计时中）……"),
+    "status.start_vanilla": ("◔ Starting vanilla (timed)…", "◔ 开始普通解码（计时中）……"),
+    "status.what_both": ("EAGLE, then vanilla,", "先 EAGLE、再普通解码，"),
+    "status.what_vanilla": ("vanilla", "普通解码"),
+    "status.what_eagle": ("EAGLE", "EAGLE"),
+    "status.timing": ("◔ Timing {what} on {n} new tokens{each} (about {guess:.0f} s). The page stays still until "
+                      "{done}, so that drawing does not take the CPU from the decoder; **Stop** ends the run and "
+                      "keeps what was decoded.",
+                      "◔ 正在计时：{what}各生成 {n} 个新 token（大约 {guess:.0f} 秒）。页面保持不动，直到{done}，"
+                      "以免绘图占用解码器的 CPU；**停止**会结束运行并保留已解码的内容。"),
+    "status.each": (" each", "各"),
+    "status.both_done": ("both are done", "两者都完成"),
+    "status.it_done": ("it is done", "它完成"),
+    "status.eagle_done": ("EAGLE done: {n} tokens in {s:.1f} s. ", "EAGLE 完成：{s:.1f} 秒生成 {n} 个 token。"),
+    "status.failed": ("{k} decoding failed: {err}", "{k} 解码失败：{err}"),
+    "status.step": ("Step mode (not timed): cycle {n} done, τ so far {tau:.2f}. Click **Step** for the next one "
+                    "(change a setting or the prompt to start over).",
+                    "单步模式（不计时）：第 {n} 轮完成，目前 τ 为 {tau:.2f}。点击**单步**进行下一轮"
+                    "（修改任一设置或提示词即重新开始）。"),
+    "status.step_note": ("Step mode: each cycle waited for your click, so these timings are per cycle only.",
+                         "单步模式：每一轮都在等你点击，所以这些时间只是每轮的时间。"),
+    "status.step_done": ("Step mode finished. ", "单步模式结束。"),
+    "status.done": ("Done. ", "完成。"),
+    "status.run": ("**{label}**: {n} tokens, {rate:.1f} tok/s, τ {tau:.2f} ({why})",
+                   "**{label}**：{n} 个 token，{rate:.1f} tok/s，τ {tau:.2f}（{why}）"),
+    "status.no_tokens": ("produced no tokens ({why}) after reading a {n:,}-token prompt in {s:.1f} s",
+                         "读取 {n:,} 个 token 的提示词用了 {s:.1f} 秒后，没有产生任何 token（{why}）"),
+    "status.progress": ("{before}◔ **{name}** decoding (timed; figures drawn after both runs) · {k}/{max_new} tokens "
+                        "· {cycles} cycles · {dt:.0f} s{rate}",
+                        "{before}◔ **{name}** 解码中（计时；图在两次运行之后绘制）· {k}/{max_new} 个 token · "
+                        "{cycles} 轮 · {dt:.0f} 秒{rate}"),
+    "status.rate": (" · ≈ {r:.1f} tok/s so far", " · 目前 ≈ {r:.1f} tok/s"),
+    "status.stopping": ("Stopping…", "正在停止……"),
+    "status.stopped_kept": ("Stopped. The partial run is kept: scrub through it or download its trace.",
+                            "已停止。保留了部分运行结果：可以拖动浏览，或下载它的轨迹。"),
+    "how.budget": ("stopped at the {s:g} s limit", "在 {s:g} 秒上限处停止"),
+    "how.fair": ("stopped at the {s:g} s fair-share limit, others were waiting", "在 {s:g} 秒公平分享上限处停止，有人在排队"),
+    "how.you": ("stopped by you", "被你停止"),
+    "reason.max_new_tokens": ("reached max new tokens", "达到最多新 token 数"),
+    "reason.eos": ("the model ended its answer", "模型结束了回答"),
+    "reason.context_full": ("the model's context is full", "模型的上下文已满"),
+    "reason.stopped": ("stopped early", "提前停止"),
+    "label.vanilla": ("vanilla", "普通解码"),
+    # notes under the comparison cards
+    "note.trace": ("Timings as recorded in the trace (measured when it was made, on the machine that made it).",
+                   "时间取自轨迹中的记录（在生成轨迹时、于生成它的机器上测得）。"),
+    "note.timed": ("Timed with live drawing paused: {how}; the text, tree and charts were drawn after both runs "
+                   "finished. EAGLE ran first, then vanilla, same prompt and settings, one after the other on "
+                   "{threads} CPU thread(s). The replay below plays both at the measured pace.",
+                   "计时期间暂停了实时绘制：{how}；文本、树和图表都在两次运行结束后才绘制。先运行 EAGLE，再运行普通解码，"
+                   "提示词和设置相同，在 {threads} 个 CPU 线程上先后运行。下面的回放按实测速度播放两者。"),
+    "note.quiet": ("the page did not change while either run decoded", "两次运行解码时页面都没有变化"),
+    "note.live": ("while each run decoded, the page showed only a one-line progress update",
+                  "每次运行解码时，页面只显示一行进度"),
+    # refusals
+    "refuse.title": ("Please check the input", "请检查输入"),
+    "refuse.empty": ("The prompt is empty: type something (or pick an example) first.",
+                     "提示词是空的：请先输入一些内容（或选一个示例）。"),
+    "refuse.too_long": ("The prompt is {n:,} characters; this demo accepts at most {max:,}.",
+                        "提示词有 {n:,} 个字符；本演示最多接受 {max:,} 个。"),
+    "refuse.number": ("{what} must be a number (got {v})", "{what} 必须是数字（收到的是 {v}）"),
+    "refuse.whole": ("{what} must be a whole number (got {v})", "{what} 必须是整数（收到的是 {v}）"),
+    "refuse.other": ("{msg}", "请检查输入：{msg}"),
+    "no_model": ("No model", "没有模型"),
+    # placeholders while a run is on its way (views.cleared_views)
+    "wait.after_runs": ("after both timed runs finish", "在两次计时运行结束后"),
+    "wait.after_steps": ("when the step-by-step run finishes", "在单步运行结束时"),
+    "wait.figure": ("Drawn {what}.", "{what}绘制。"),
+    "wait.text": ("Decoding… the text, the draft tree and every chart are drawn {what}.",
+                  "解码中……文本、草稿树和所有图表都{what}绘制。"),
+    "wait.cards": ("The comparison appears {what}.", "对比结果{what}出现。"),
+    "wait.replay": ("The paced replay appears {what}.", "按实测速度的回放{what}出现。"),
+    "blank.tree": ("Press Generate (or Step) to draw the draft tree.", "点击“生成”（或“单步”）来绘制草稿树。"),
+    "blank.mask": ("Tree-attention mask", "树注意力掩码"),
+    "slider.of": ("Cycle (of {n})", "轮次（共 {n} 轮）"),
+    # the model's line (model.py)
+    "model.ready": ("**Model ready** (loaded in {s:.1f} s): {model} · EAGLE head: {head}{warn}",
+                    "**模型已就绪**（加载用时 {s:.1f} 秒）：{model} · EAGLE 头：{head}{warn}"),
+    "model.untrained": (" — untrained, so expect τ ≈ 1 (still exact, not faster)",
+                        " —— 未训练，因此预计 τ ≈ 1（依然精确，只是不会更快）"),
+    "model.failed": ("**Model failed to load:** {err}. Saved traces still replay.",
+                     "**模型加载失败：**{err}。保存的轨迹仍可回放。"),
+    "model.loading": ("**Loading the model…**{since} — meanwhile explore the example trace below; Generate will wait "
+                      "for it.",
+                      "**正在加载模型……**{since}——同时可以浏览下面的示例轨迹；“生成”会等待模型加载完成。"),
+    "model.since": (" ({s:.0f} s)", "（{s:.0f} 秒）"),
+    # the Traces tab (traces.py)
+    "trace.bad": ("Could not load this trace: {err}", "无法载入这个轨迹：{err}"),
+    "trace.bad_title": ("Bad trace file", "轨迹文件有误"),
+    "trace.replaying": ("Replaying **{title}** — {method}, {model}, {n} cycles. No model needed to explore it.",
+                        "正在回放 **{title}** —— {method}，{model}，{n} 轮。浏览它不需要模型。"),
+    "trace.unknown_model": ("unknown model", "未知模型"),
+})

@@ -1,0 +1,154 @@
+"""English and Simplified Chinese text of the figures' and captions' run-time strings, and the
+helper every translated string goes through. English is the default and the source of truth:
+each entry is (English, 简体中文), side by side, written once. The app's own labels and status
+lines use the same helper (eagle_app/i18n.py); the Learn tab's long text is viz/learn.py and
+viz/learn_zh.py. No gradio here.
+"""
+from __future__ import annotations
+
+LANGS = ("en", "zh")
+
+
+def lang_of(code) -> str:
+    """A browser's language (navigator.language "zh-CN", an Accept-Language header "zh-TW,zh;q=0.9,en;q=0.8",
+    a radio's "zh") -> "zh" for any Chinese, else "en"."""
+    first = str(code or "").split(",")[0].split(";")[0].strip().lower().replace("_", "-")
+    return "zh" if first == "zh" or first.startswith("zh-") or first == "中文" else "en"
+
+
+class Strings:
+    """{key: (English, Chinese)}; `t(key, lang, **fields)` the text in that language, formatted."""
+
+    def __init__(self, entries: dict[str, tuple[str, str]]):
+        for key, pair in entries.items():
+            assert isinstance(pair, tuple) and len(pair) == 2 and all(pair), key
+        self.entries = entries
+
+    def __call__(self, key: str, lang: str = "en", **fields) -> str:
+        text = self.entries[key][1 if lang_of(lang) == "zh" else 0]
+        return text.format(**fields) if fields else text
+
+    def table(self, lang: str) -> dict[str, str]:
+        i = 1 if lang == "zh" else 0
+        return {k: v[i] for k, v in self.entries.items()}
+
+
+T = Strings({
+    # the coloured text (viz/text.py)
+    "legend.draft": ("draft ✓", "草稿 ✓"),
+    "legend.draft_what": ("drafted by EAGLE, accepted by the target", "由 EAGLE 起草、目标模型接受"),
+    "legend.bonus": ("bonus ★", "奖励 ★"),
+    "legend.bonus_what": ("the target's own token (one per cycle)", "目标模型自己的 token（每轮一个）"),
+    "legend.first": ("first", "首个"),
+    "legend.first_what": ("from the prompt pass", "来自读取提示词的那次前向"),
+    "legend.cycle": ("│ = start of a draft/verify cycle", "│ = 一轮起草/验证的开始"),
+    "text.empty": ("The generated text appears here.", "生成的文本显示在这里。"),
+    "text.cycle_title": ("cycle {n}: {k} accepted draft(s) + bonus", "第 {n} 轮：接受 {k} 个草稿 + 奖励 token"),
+    # a cycle's caption (viz/text.py cycle_caption)
+    "cap.head": ("**Cycle {n}**", "**第 {n} 轮**"),
+    "cap.head_of": ("**Cycle {n} of {total}**", "**第 {n} 轮（共 {total} 轮）**"),
+    "cap.why_vanilla": ("vanilla decoding", "普通解码"),
+    "cap.why_last": ("only one token was left to generate", "只剩一个 token 要生成"),
+    "cap.no_drafts": ("{head} · No drafts this cycle ({why}): one target forward ({ms:.0f} ms) produced exactly one "
+                      "token, {bonus}.",
+                      "{head} · 本轮没有草稿（{why}）：目标模型一次前向（{ms:.0f} ms）恰好产生一个 token：{bonus}。"),
+    "cap.drafted": ("{head} · The EAGLE head drafted **{n}** token{s} in a tree {depth} deep ({draft:.0f} ms). The "
+                    "target checked the whole tree in **one** forward pass ({verify:.0f} ms) using the tree-attention "
+                    "mask. ",
+                    "{head} · EAGLE 头以一棵 {depth} 层深的树起草了 **{n}** 个 token（{draft:.0f} ms）。目标模型借助"
+                    "树注意力掩码，在**一次**前向中检查了整棵树（{verify:.0f} ms）。"),
+    "cap.rule.greedy": ("each matched the target's own top choice", "每个都与目标模型自己的首选一致"),
+    "cap.rule.point_mass": ("each passed its random draw: u < p, or for a later sibling u < p over the mass the "
+                            "rejected siblings left",
+                            "每个都通过了随机抽签：u < p；对后面的兄弟节点，则是 u < p 除以被拒兄弟留下的概率质量"),
+    "cap.rule.ratio": ("each passed its draw u < min(1, p/q)", "每个都通过了抽签 u < min(1, p/q)"),
+    "cap.accepted": ("It accepted {quoted} ({why}). ", "它接受了 {quoted}（{why}）。"),
+    "cap.none_greedy": ("It accepted none of the drafts: none was the target's own top choice. ",
+                        "它一个草稿也没有接受：没有一个是目标模型自己的首选。"),
+    "cap.none_sampled": ("It accepted none of the drafts: each tested one lost its random draw (a rejection is "
+                         "chance here). ",
+                         "它一个草稿也没有接受：每个被检验的草稿都输掉了随机抽签（这里的拒绝是概率使然）。"),
+    "cap.rejected": ("Rejected: {quoted}{more}", "被拒绝：{quoted}{more}"),
+    "cap.and_more": (" and more", " 等"),
+    "cap.untested": ("; {k} other draft{were} never tested (a parent was rejected, or a sibling was accepted first). ",
+                     "；另有 {k} 个草稿从未被检验（其父节点被拒，或某个兄弟节点先被接受）。"),
+    "cap.period": (". ", "。"),
+    "cap.bonus": ("After the accepted path the target adds its own **bonus** token {bonus}, so this cycle committed "
+                  "**{k}** token{s} for one target pass",
+                  "在被接受的路径之后，目标模型加上自己的**奖励** token {bonus}，因此本轮以一次目标前向提交了 **{k}** 个 token"),
+    "cap.gain": (" (vanilla would have produced 1).", "（普通解码只会产生 1 个）。"),
+    "cap.no_gain": (" — no gain over vanilla, but nothing lost either.", "——比普通解码没有收益，但也没有损失。"),
+    "cap.quote": ("“{t}”", "“{t}”"),
+    # the comparison cards
+    "cards.empty": ("Run Generate to compare EAGLE with vanilla decoding.", "点击“生成”来比较 EAGLE 与普通解码。"),
+    "cards.eagle_rate": ("EAGLE tokens/s", "EAGLE tokens/s"),
+    "cards.eagle_wall": ("EAGLE wall time", "EAGLE 总耗时"),
+    "cards.tau": ("τ: tokens per target pass", "τ：每次目标前向的 token 数"),
+    "cards.eagle_dv": ("EAGLE draft / verify time", "EAGLE 起草 / 验证时间"),
+    "cards.vanilla_rate": ("vanilla tokens/s", "普通解码 tokens/s"),
+    "cards.vanilla_wall": ("vanilla wall time", "普通解码总耗时"),
+    "cards.speedup": ("speedup (tokens/s ratio)", "加速比（tokens/s 之比）"),
+    "cards.identical": ("✓ identical", "✓ 完全一致"),
+    "cards.identical_all": ("outputs, token for token", "两者输出逐 token 相同"),
+    "cards.identical_part": ("over the {n} tokens both produced (one stopped early)",
+                             "在两者都产生的 {n} 个 token 上（其中一个提前停止）"),
+    "cards.differ": ("✗ differ", "✗ 不同"),
+    "cards.differ_greedy": ("outputs (unexpected at temperature 0)", "输出不同（温度为 0 时不应发生）"),
+    "cards.differ_sampled": ("≠ differ", "≠ 不同"),
+    "cards.differ_sampled_what": ("sampled: both follow the target's distribution", "采样：两者都服从目标模型的分布"),
+    # figure titles, axes and legends (viz/tree.py, probs.py, charts.py; hover texts stay English)
+    "fig.tree": ("Cycle {n}: {d} drafted, {a} accepted + 1 bonus = {k} token{s}",
+                 "第 {n} 轮：起草 {d} 个，接受 {a} 个 + 1 个奖励 = {k} 个 token"),
+    "fig.tree_x": ("depth in the draft tree", "在草稿树中的深度"),
+    "fig.root": ("root (last committed token)", "根（最后提交的 token）"),
+    "fig.bonus": ("bonus (the target's own token)", "奖励（目标模型自己的 token）"),
+    "fig.accepted": ("accepted (draft matched the target)", "接受（草稿与目标模型一致）"),
+    "fig.rejected": ("rejected (tested, refused)", "拒绝（被检验后拒绝）"),
+    "fig.not_reached": ("never tested", "从未检验"),
+    "fig.mask": ("Tree attention: row sees column<br><sup>(plus all {n} context tokens)</sup>",
+                 "树注意力：行能看到列<br><sup>（外加全部 {n} 个上下文 token）</sup>"),
+    "fig.probs": ("Cycle {n} · {rule}", "第 {n} 轮 · {rule}"),
+    "fig.rule.greedy": ("greedy rule: accept a draft iff it is the target's top token",
+                        "贪心规则：草稿当且仅当是目标模型的首选 token 时被接受"),
+    "fig.rule.point_mass": ("sampling rule: accept if u < p (later siblings: p over the mass rejected ones left)",
+                            "采样规则：u < p 时接受（后面的兄弟节点：p 除以被拒者留下的质量）"),
+    "fig.rule.ratio": ("speculative sampling: accept if the draw u < min(1, p/q)", "投机采样：抽签 u < min(1, p/q) 时接受"),
+    "fig.no_drafts": ("No drafted tokens this cycle (vanilla decoding): the target picks the next token alone.",
+                      "本轮没有草稿 token（普通解码）：由目标模型独自选出下一个 token。"),
+    "fig.p": ("p  target", "p  目标模型"),
+    "fig.q": ("q  draft (EAGLE head)", "q  草稿（EAGLE 头）"),
+    "fig.p_bonus": ("p of the bonus token", "奖励 token 的 p"),
+    "fig.probability": ("probability", "概率"),
+    "fig.acclen_empty": ("Accepted length per cycle appears here once a run starts.", "运行开始后，这里显示每轮的接受长度。"),
+    "fig.acc_drafts": ("accepted drafts", "被接受的草稿"),
+    "fig.bonus_token": ("bonus token", "奖励 token"),
+    "fig.tau_so_far": ("τ so far (tokens per target pass)", "目前的 τ（每次目标前向的 token 数）"),
+    "fig.acclen": ("Tokens per cycle · τ = {tau:.2f}", "每轮的 token 数 · τ = {tau:.2f}"),
+    "fig.acclen_x": ("cycle (one target forward each)", "轮（每轮一次目标前向）"),
+    "fig.tokens": ("tokens", "token 数"),
+    "fig.depth_empty": ("Acceptance by depth needs drafted tokens (vanilla drafts none).",
+                        "按深度统计的接受率需要草稿 token（普通解码不起草）。"),
+    "fig.depth_bar": ("depth {d}", "深度 {d}"),
+    "fig.depth": ("Acceptance rate by depth", "各深度的接受率"),
+    "fig.depth_y": ("accepted / reached", "接受 / 到达"),
+    "fig.timing_empty": ("Timings appear after a run.", "运行之后显示耗时。"),
+    "fig.timing": ("Where the time went", "时间花在了哪里"),
+    "fig.seconds": ("seconds", "秒"),
+    "fig.prefill": ("prefill", "预填充"),
+    "fig.drafting": ("drafting (EAGLE head)", "起草（EAGLE 头）"),
+    "fig.verification": ("verification (target)", "验证（目标模型）"),
+    "fig.other": ("other", "其他"),
+    # the Learn tab's figures (viz/languages.py, the Medusa tree)
+    "lang.header": ("| head | benchmark | tree (depth, top_k, total) | T | tau English (n) | tau Chinese (n) | zh / en |",
+                    "| 头 | 基准 | 树（depth, top_k, total） | T | 英文 tau (n) | 中文 tau (n) | zh / en |"),
+    "lang.English": ("English", "英文"),
+    "lang.Chinese": ("Chinese", "中文"),
+    "lang.title": ("Tokens per cycle (tau) by language · tree {a}/{b}/{c}, T={t:g}",
+                   "各语言每轮的 token 数（tau）· 树 {a}/{b}/{c}，T={t:g}"),
+    "lang.y": ("tau (1.00 = vanilla)", "tau（1.00 = 普通解码）"),
+    "lang.none": ("No per-language measurement is shipped yet.", "尚未随附按语言的测量结果。"),
+    "medusa": ("Medusa: a Cartesian product of per-position top-3 (note “I am begin”)",
+               "Medusa：各位置 top-3 的笛卡尔积（注意 “I am begin”）"),
+    "replay.empty": ("The paced replay appears after a run.", "按实测速度的回放在运行后出现。"),
+    "replay.vanilla": ("vanilla", "普通解码"),
+})

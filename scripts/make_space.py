@@ -38,7 +38,7 @@ def space_files(root: str = ROOT) -> list[tuple[str, int]]:
             rel_d = os.path.relpath(d, root)
             dirs[:] = sorted(x for x in dirs if x not in EXCLUDE_DIRS and os.path.join(rel_d, x) not in EXCLUDE_DIRS)
             out += [(os.path.join(rel_d, f), os.path.getsize(os.path.join(d, f))) for f in sorted(files)
-                    if not f.endswith((".pyc", ".pyo"))]
+                    if not f.endswith((".pyc", ".pyo", ".pyi"))]
     return sorted(out)
 
 

@@ -299,8 +299,21 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     with pytest.raises(SystemExit, match=r"--draft-vocab-from .*distinct token ids in \[0, 24\)"):
         main(["train", *common, "--out", str(tmp_path / "run2b"), "--draft-vocab-from", str(tmp_path / "bad.json")])
     monkeypatch.setattr(target_mod, "load_target", lambda *a, **k: t8)
-    main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "run3")])
-    assert os.path.exists(tmp_path / "run3" / "head3" / "config.json")
+    main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "run3"), "--eval-every", "1"])
+    full = [r for r in map(json.loads, open(tmp_path / "run3" / "log3.jsonl")) if "top1" in r]
+    n = full[-1]["step"]  # one held-out record per step, then one at the epoch's end
+    assert n >= 3 and [r["step"] for r in full] == [*range(1, n + 1), n] and full[-1]["epoch_end"] == 1
+    assert 0 < full[0]["epoch_end"] < 1
+    # a run stopped after its first step, exported, and carried on in a "later session" from the export
+    main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "a"), "--eval-every", "1", "--max-minutes", "1e-9"])
+    meta = json.load(open(tmp_path / "a" / "head3" / "config.json"))["eagle_explainer"]
+    assert meta["run_state"]["step"] == 1 and meta["run_state"]["batch"] == 1
+    main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "b"), "--eval-every", "1",
+          "--init", str(tmp_path / "a" / "head3"), "--continue"])
+    rest = [r for r in map(json.loads, open(tmp_path / "b" / "log3.jsonl")) if "top1" in r]
+    assert [r["step"] for r in rest] == [*range(2, n + 1), n]  # the batches the first part did not see, no more
+    with pytest.raises(SystemExit, match="--continue needs --init"):
+        main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "c"), "--continue"])
 
 
 def test_heldout_only_generation_answers_exactly_the_prompts_every_trainer_holds_out(tmp_path):

@@ -120,6 +120,9 @@ def _train3_parser(sub) -> None:
     t3.add_argument("--random-init", action="store_true",
                     help="start fc, norm and lm_head at random (the official trainer) instead of from the target's "
                          "LM head, final norm and highest captured layer")
+    t3.add_argument("--continue", dest="continue_run", action="store_true",
+                    help="with --init <out>/head3 of an earlier run: carry on where it stopped (same data and seed)")
+    t3.add_argument("--eval-every", type=int, default=0, help="held-out accuracy every N steps (0: at epoch ends)")
     t3.add_argument("--ckpt-minutes", type=float, default=3.0)
     t3.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0 = no limit")
     t3.add_argument("--seed", type=int, default=0)

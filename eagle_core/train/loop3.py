@@ -148,7 +148,8 @@ def init_from_target(head: Eagle3Head, target, layers) -> None:
 
 
 def run_train3(args):
-    """python -m eagle_core.train train3: resumable, checkpoints every few minutes, exports the head."""
+    """python -m eagle_core.train train3: resumable, checkpoints every few minutes, evaluates on the
+    held-out set every --eval-every steps, exports the head (with the run's position in its meta)."""
     from ..target import load_target
     from .datasets import load_training_data
 
@@ -159,64 +160,110 @@ def run_train3(args):
     records = records[:getattr(args, "max_records", None)]  # a prefix: a feature cache's order is shuffled
     if not records:
         raise SystemExit(f"no training data in {args.data}: run `python -m eagle_core.train ids-fixed` or `gen` first")
+    ckpt = os.path.join(args.out, "ckpt3.pt")
+    head, carried = _initial_head3(args, target, records, ckpt)
+    layers = head.config.layers_for(int(target.config.num_hidden_layers))
+    total = len(make_batches(records, args.tokens_per_batch, args.max_seq, 0)) * args.epochs
+    opt, sched, state, c = optimizer_and_resume(head, args.lr, total, ckpt)
+    if c is not None:
+        print(f"resumed at epoch {state['epoch']} batch {state['batch']}", flush=True)
+    elif carried:  # --continue: a head exported by an earlier session's run of this command
+        state.update(carried)
+        sched.last_epoch = state["step"]  # the schedule where that run left it (Adam's moments restart)
+        for g, lam, base in zip(opt.param_groups, sched.lr_lambdas, sched.base_lrs):
+            g["lr"] = base * lam(state["step"])
+        print(f"continuing at epoch {state['epoch']} batch {state['batch']} (step {state['step']})", flush=True)
+    _TrainRun3(args, target, head, layers, records, hold, opt, sched, state, ckpt).loop()
+    print("training done", flush=True)
+
+
+def _initial_head3(args, target, records, ckpt: str):
+    """The head to train, and with --continue the run state its exporter recorded (else None)."""
     V = target.vocab_size
     vocab = draft_vocabulary3(records, min(args.draft_vocab or V, V), V)
     torch.manual_seed(args.seed)
     head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=len(vocab))).to(target.device)
     head.set_draft_vocab(vocab)
-    if getattr(args, "init", None) and not os.path.exists(os.path.join(args.out, "ckpt3.pt")):
+    init = getattr(args, "init", None)
+    if init and not os.path.exists(ckpt):
         from ..head3 import load_head3
 
-        init = load_head3(args.init, target, target.device, torch.float32)  # warm start: its draft vocabulary too
-        head = init.train()
-        vocab = head.draft_ids().tolist()
-        print(f"initialised from {args.init}", flush=True)
-    layers = head.config.layers_for(int(target.config.num_hidden_layers))
-    if not getattr(args, "init", None) and not getattr(args, "random_init", False):
-        init_from_target(head, target, layers)
-    total = len(make_batches(records, args.tokens_per_batch, args.max_seq, 0)) * args.epochs
-    ckpt = os.path.join(args.out, "ckpt3.pt")
-    opt, sched, state, c = optimizer_and_resume(head, args.lr, total, ckpt)
-    if c is not None:
-        print(f"resumed at epoch {state['epoch']} batch {state['batch']}", flush=True)
+        head = load_head3(init, target, target.device, torch.float32).train()  # its draft vocabulary too
+        print(f"initialised from {init}", flush=True)
+    if not init and not getattr(args, "random_init", False):
+        init_from_target(head, target, head.config.layers_for(int(target.config.num_hidden_layers)))
+    carried = None
+    if getattr(args, "continue_run", False):
+        if not init:
+            raise SystemExit("--continue needs --init: the head directory an earlier run exported")
+        with open(os.path.join(init, "config.json")) as f:
+            carried = json.load(f).get("eagle_explainer", {}).get("run_state")
+        if carried is None:
+            raise SystemExit(f"{init} records no run state: it was not exported by train3; drop --continue")
+    return head, carried
 
-    def save():
-        torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "state": state},
-                   ckpt + ".tmp")
-        os.replace(ckpt + ".tmp", ckpt)
 
-    log = open(os.path.join(args.out, "log3.jsonl"), "a")
-    t_ckpt = t_session = time.time()
-    head.train()
-    while state["epoch"] < args.epochs:
-        batches = make_batches(records, args.tokens_per_batch, args.max_seq, args.seed + state["epoch"])
-        while state["batch"] < len(batches):
-            t0 = time.time()
-            batch = target_batch(target, head, layers, records, batches[state["batch"]], args.max_seq)
-            loss, accs = ttt_loss(head, target.embed, batch, args.steps)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), GRAD_CLIP)
-            opt.step(); sched.step()
-            state["batch"] += 1; state["step"] += 1; state["elapsed"] += time.time() - t0
-            if state["step"] % LOG_EVERY == 0:
-                rec = {"step": state["step"], "epoch": state["epoch"], "loss": loss.item(),
-                       "acc_by_step": [round(a, 4) for a in accs], "elapsed_s": round(state["elapsed"], 1)}
-                log.write(json.dumps(rec) + "\n"); log.flush()
-                print(json.dumps(rec), flush=True)
-            if time.time() - t_ckpt > args.ckpt_minutes * 60:
-                save(); t_ckpt = time.time()
-            if args.max_minutes and time.time() - t_session > args.max_minutes * 60:
-                save()
-                print("time budget reached; rerun the same command to resume", flush=True)
-                return
-        ev = {name: holdout_accuracy3(head, target, layers, recs, args.tokens_per_batch, args.max_seq, args.steps)
-              for name, recs in holdout_sets(hold).items()}
-        rec = holdout_record(state["epoch"] + 1, state, ev)
-        log.write(json.dumps(rec) + "\n"); log.flush()
+class _TrainRun3:
+    """One train3 run's loop: steps, logs, held-out evaluations, checkpoints and exports."""
+
+    def __init__(self, args, target, head, layers, records, hold, opt, sched, state, ckpt):
+        self.args, self.target, self.head, self.layers = args, target, head, layers
+        self.records, self.hold, self.opt, self.sched, self.state, self.ckpt = records, hold, opt, sched, state, ckpt
+        self.log = open(os.path.join(args.out, "log3.jsonl"), "a")
+
+    def write(self, rec: dict) -> None:
+        self.log.write(json.dumps(rec) + "\n"); self.log.flush()
         print(json.dumps(rec), flush=True)
-        state["epoch"] += 1; state["batch"] = 0
-        save()
-        save_head3(head, os.path.join(args.out, "head3"), meta={"epochs": state["epoch"], "steps": state["step"],
-                                                               "sequences": len(records), "layers": list(layers)})
-    print("training done", flush=True)
+
+    def save(self) -> None:
+        """The checkpoint (resume on this machine) and the exported head with the run's position
+        (carry on in a later session: --init <out>/head3 --continue)."""
+        torch.save({"head": self.head.state_dict(), "opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
+                    "state": self.state}, self.ckpt + ".tmp")
+        os.replace(self.ckpt + ".tmp", self.ckpt)
+        st = self.state
+        save_head3(self.head, os.path.join(self.args.out, "head3"),
+                   meta={"epochs": st["epoch"] + st["batch"] / max(self.n_batches, 1), "steps": st["step"],
+                         "sequences": len(self.records), "layers": list(self.layers),
+                         "run_state": {k: st[k] for k in ("epoch", "batch", "step", "elapsed")}})
+
+    def evaluate(self, epoch_end: float) -> None:
+        a = self.args
+        ev = {name: holdout_accuracy3(self.head, self.target, self.layers, recs, a.tokens_per_batch, a.max_seq,
+                                      a.steps) for name, recs in holdout_sets(self.hold).items()}
+        self.write(holdout_record(round(epoch_end, 4), self.state, ev))
+
+    def step(self, idx) -> None:
+        a, st = self.args, self.state
+        t0 = time.time()
+        batch = target_batch(self.target, self.head, self.layers, self.records, idx, a.max_seq)
+        loss, accs = ttt_loss(self.head, self.target.embed, batch, a.steps)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.head.parameters(), GRAD_CLIP)
+        self.opt.step(); self.sched.step()
+        st["batch"] += 1; st["step"] += 1; st["elapsed"] += time.time() - t0
+        if st["step"] % LOG_EVERY == 0:
+            self.write({"step": st["step"], "epoch": st["epoch"], "loss": loss.item(),
+                        "acc_by_step": [round(x, 4) for x in accs], "elapsed_s": round(st["elapsed"], 1)})
+
+    def loop(self) -> None:
+        a, st = self.args, self.state
+        t_ckpt = t_session = time.time()
+        self.head.train()
+        while st["epoch"] < a.epochs:
+            batches = make_batches(self.records, a.tokens_per_batch, a.max_seq, a.seed + st["epoch"])
+            self.n_batches = len(batches)
+            while st["batch"] < len(batches):
+                self.step(batches[st["batch"]])
+                if a.eval_every and st["step"] % a.eval_every == 0:
+                    self.evaluate(st["epoch"] + st["batch"] / len(batches))
+                if time.time() - t_ckpt > a.ckpt_minutes * 60:
+                    self.save(); t_ckpt = time.time()
+                if a.max_minutes and time.time() - t_session > a.max_minutes * 60:
+                    self.save()
+                    print("time budget reached; rerun the same command to resume", flush=True)
+                    return
+            st["epoch"] += 1; st["batch"] = 0
+            self.evaluate(st["epoch"])
+            self.save()

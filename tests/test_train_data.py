@@ -302,8 +302,8 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "run3"), "--eval-every", "1"])
     full = [r for r in map(json.loads, open(tmp_path / "run3" / "log3.jsonl")) if "top1" in r]
     n = full[-1]["step"]  # one held-out record per step, then one at the epoch's end
-    assert n >= 3 and [r["step"] for r in full] == [*range(1, n + 1), n] and full[-1]["epoch_end"] == 1
-    assert 0 < full[0]["epoch_end"] < 1
+    assert n >= 3 and [r["step"] for r in full] == [*range(0, n + 1), n] and full[-1]["epoch_end"] == 1
+    assert full[0]["epoch_end"] == 0 and 0 < full[1]["epoch_end"] < 1
     # a run stopped after its first step, exported, and carried on in a "later session" from the export
     main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "a"), "--eval-every", "1", "--max-minutes", "1e-9"])
     meta = json.load(open(tmp_path / "a" / "head3" / "config.json"))["eagle_explainer"]

@@ -251,6 +251,8 @@ class _TrainRun3:
         a, st = self.args, self.state
         t_ckpt = t_session = time.time()
         self.head.train()
+        if a.eval_every and st["step"] == 0:
+            self.evaluate(0.0)  # where the curve starts: the initial (or warm-start) head
         while st["epoch"] < a.epochs:
             batches = make_batches(self.records, a.tokens_per_batch, a.max_seq, a.seed + st["epoch"])
             self.n_batches = len(batches)

@@ -16,16 +16,10 @@ import torch
 from conftest import tiny_head, tiny_target
 from eagle_core import DecodeSettings, Engine, from_model
 from eagle_core.parting import first_parting
+from test_engine import PROMPTS, TREES  # the same trees and prompts as the kernel-path oracle tests
 from test_head3 import tiny_head3, tiny_target8
 
 WIDE = dict(depth=6, tree_top_k=8, total_tokens=40)
-TREES = {
-    "eagle2": dict(method="eagle2", depth=4, tree_top_k=4, total_tokens=12),
-    "eagle2-wide": dict(method="eagle2", depth=6, tree_top_k=8, total_tokens=40),
-    "eagle1": dict(method="eagle1"),
-    "chain": dict(method="chain", chain_length=5),
-}
-PROMPTS = ["a", "hello world", "the quick brown fox jumps over the lazy dog " * 3]
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 

@@ -66,3 +66,26 @@ def test_init_from_target_starts_as_the_targets_logit_lens():
     top = feats[..., 0:64]  # layer 5 is in slot 0
     want = target.lm_head(target.body.norm(top))[..., head.draft_ids()]
     torch.testing.assert_close(head.logits(h), want, atol=1e-5, rtol=1e-5)
+
+
+def test_heldout_sets_scored_in_one_pass_match_scoring_each_set_alone():
+    """holdout_accuracies3 runs each held-out record once and adds up its groups' counts: the
+    result must be what scoring "all", "chat", "self" and "fixed" one by one gives."""
+    from eagle_core.train.loop import holdout_sets
+    from eagle_core.train.loop3 import holdout_accuracies3, holdout_accuracy3
+
+    target = tiny_target8(vocab=24, seed=1)
+    g = torch.Generator().manual_seed(2)
+    kinds = [("oasst_prompts_en.jsonl", True), ("gsm8k.jsonl", True), ("gsm8k.jsonl", False)]
+    records = [{"ids": torch.randint(3, 24, (int(n),), generator=g), "prompt_len": 4, "source": kinds[i % 3][0],
+                "own": kinds[i % 3][1]} for i, n in enumerate(torch.randint(10, 30, (12,), generator=g))]
+    head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=16))
+    head.set_draft_vocab(draft_vocabulary3(records, 16, 24))
+    layers = head.config.layers_for(8)
+    sets = holdout_sets(records)
+    assert set(sets) == {"all", "self", "fixed", "chat"}
+    got = holdout_accuracies3(head, target, layers, records, 96, 64, 3)
+    for name, recs in sets.items():
+        want = holdout_accuracy3(head, target, layers, recs, 96, 64, 3)
+        assert got[name]["positions"] == want["positions"] > 0, name
+        assert abs(got[name]["top1"] - want["top1"]) < 1e-9 and got[name]["acc_by_step"] == want["acc_by_step"], name

@@ -108,14 +108,9 @@ def ttt_loss(head: Eagle3Head, embed, batch, steps: int = TTT_STEPS, decay: floa
 
 
 @torch.no_grad()
-def holdout_accuracy3(head: Eagle3Head, target, layers, records, tokens_per_batch: int, max_seq: int,
-                      steps: int) -> dict:
-    """Held-out accuracy with the target's features as step 0's input:
-    top1: the head's first draft token equals the target's argmax, over EVERY position whose next
-          token is a response token (a target argmax outside the draft vocabulary counts as a miss),
-          the same measure as EAGLE-2's held-out top-1;
-    acc_by_step: step k's top-1 when it reads its own k earlier outputs (training-time test), over
-          positions whose target argmax it can draft."""
+def holdout_counts3(head: Eagle3Head, target, layers, records, tokens_per_batch: int, max_seq: int,
+                    steps: int) -> tuple[list[list[float]], int]:
+    """([hits, positions] per draft step, response positions) over `records` (see holdout_accuracy3)."""
     head.eval()
     counts = [[0.0, 0.0] for _ in range(steps)]
     responses = 0
@@ -124,8 +119,42 @@ def holdout_accuracy3(head: Eagle3Head, target, layers, records, tokens_per_batc
         ttt_loss(head, target.embed, batch, steps, counts=counts)
         responses += int(id_batch(records, idx, max_seq).answer[:, 1:].sum())
     head.train()
+    return counts, responses
+
+
+def accuracy_of(counts, responses: int) -> dict:
+    """top1: the head's first draft token equals the target's argmax, over EVERY position whose next
+          token is a response token (a target argmax outside the draft vocabulary counts as a miss),
+          the same measure as EAGLE-2's held-out top-1;
+    acc_by_step: step k's top-1 when it reads its own k earlier outputs (training-time test), over
+          positions whose target argmax it can draft."""
     return {"top1": counts[0][0] / max(responses, 1), "positions": responses,
             "acc_by_step": [round(h / max(w, 1.0), 4) for h, w in counts]}
+
+
+def holdout_accuracy3(head: Eagle3Head, target, layers, records, tokens_per_batch: int, max_seq: int,
+                      steps: int) -> dict:
+    """Held-out accuracy with the target's features as step 0's input (accuracy_of says what is counted)."""
+    return accuracy_of(*holdout_counts3(head, target, layers, records, tokens_per_batch, max_seq, steps))
+
+
+def holdout_accuracies3(head: Eagle3Head, target, layers, hold, tokens_per_batch: int, max_seq: int,
+                        steps: int) -> dict[str, dict]:
+    """holdout_accuracy3 for each of holdout_sets(hold) ("all", "chat", ...), each record run once:
+    the records are grouped by which sets hold them, and a set's counts are the sum of its groups'."""
+    sets = holdout_sets(hold)
+    member = {name: {id(r) for r in recs} for name, recs in sets.items()}
+    groups: dict[frozenset, list[dict]] = {}
+    for r in hold:
+        groups.setdefault(frozenset(n for n in sets if id(r) in member[n]), []).append(r)
+    raw = {key: holdout_counts3(head, target, layers, recs, tokens_per_batch, max_seq, steps)
+           for key, recs in groups.items()}
+    out = {}
+    for name in sets:
+        use = [raw[key] for key in raw if name in key]
+        counts = [[sum(c[s][i] for c, _ in use) for i in (0, 1)] for s in range(steps)]
+        out[name] = accuracy_of(counts, sum(n for _, n in use))
+    return out
 
 
 @torch.no_grad()
@@ -229,8 +258,7 @@ class _TrainRun3:
 
     def evaluate(self, epoch_end: float) -> None:
         a = self.args
-        ev = {name: holdout_accuracy3(self.head, self.target, self.layers, recs, a.tokens_per_batch, a.max_seq,
-                                      a.steps) for name, recs in holdout_sets(self.hold).items()}
+        ev = holdout_accuracies3(self.head, self.target, self.layers, self.hold, a.tokens_per_batch, a.max_seq, a.steps)
         self.write(holdout_record(round(epoch_end, 4), self.state, ev))
 
     def step(self, idx) -> None:

@@ -94,7 +94,7 @@ NOTE = ("All points measured. Held-out sets differ between runs (53 to 168 seque
         "the previous head on that run's set, so a jump at a run boundary is a change of set, not of head. "
         "Hours: wall-clock elapsed_s of each run's log, summed along the lineage\n"
         "(EAGLE-2 from the first head's 3-epoch pilot), on different 2-vCPU machines (AMD EPYC, Zen 5, Intel Xeon), "
-        "1-2 threads; every run here read cached target features.\n"
+        "1-2 threads; every run of the data file read cached target features.\n"
         "tau: 16 MT-bench prompts (2 per category), greedy, 128 new tokens, at the end of the run that made the head. "
         "Data and sources: docs/data/training_curves.json")
 

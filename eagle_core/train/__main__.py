@@ -1,4 +1,4 @@
-"""python -m eagle_core.train {ids-fixed,ids-gen,gen,train,train3,export,export-serving,eval,plot} ... (see docs/training.md)."""
+"""python -m eagle_core.train {ids-fixed,ids-gen,gen,train,train3,export,export-serving,eval,plot,curves} ... (see docs/training.md)."""
 from __future__ import annotations
 
 import argparse
@@ -186,6 +186,17 @@ def _serving_and_plot_parsers(sub) -> None:
     pl.add_argument("--run", default="runs/head")
     pl.add_argument("--out", default="docs/img/training.png")
 
+    cv = sub.add_parser("curves", help="held-out top-1 and tau of the EAGLE-2 and EAGLE-3 lineages against training hours")
+    cv.add_argument("--data", default=os.path.join("docs", "data", "training_curves.json"),
+                    help="the curated runs (logs, machines, held-out sets, tau with its source)")
+    cv.add_argument("--root", default=".", help="the logs' paths in --data are relative to this directory")
+    cv.add_argument("--out", default=os.path.join("docs", "img", "training_curves.png"))
+    cv.add_argument("--extra-log3", nargs="+", default=[], metavar="PATH",
+                    help="log3.jsonl of the EAGLE-3 run continuing the lineage (elapsed_s cumulative within that "
+                         "run, across --continue sessions): its held-out top-1 after the listed EAGLE-3 runs")
+    cv.add_argument("--refresh-data", action="store_true",
+                    help="also rewrite --data with each run's numbers read from its log (the `derived` fields)")
+
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.train", description=__doc__)
@@ -225,6 +236,9 @@ def main(argv=None):
     elif args.cmd == "plot":
         from .plot import run_plot
         run_plot(args)
+    elif args.cmd == "curves":
+        from .curves import run_curves
+        run_curves(args)
     elif args.cmd == "eval":
         from .evaluate import run_eval
         run_eval(args)

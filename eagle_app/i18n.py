@@ -188,9 +188,9 @@ APP = Strings({
                    "时间取自轨迹中的记录（在生成轨迹时、于生成它的机器上测得）。"),
     "note.timed": ("Timed with live drawing paused: {how}; the text, tree and charts were drawn after both runs "
                    "finished. EAGLE ran first, then vanilla, same prompt and settings, one after the other on "
-                   "{threads} CPU thread(s). The replay below plays both at the measured pace.",
+                   "{device}. The replay below plays both at the measured pace.",
                    "计时期间暂停了实时绘制：{how}；文本、树和图表都在两次运行结束后才绘制。先运行 EAGLE，再运行普通解码，"
-                   "提示词和设置相同，在 {threads} 个 CPU 线程上先后运行。下面的回放按实测速度播放两者。"),
+                   "提示词和设置相同，在{device}上先后运行。下面的回放按实测速度播放两者。"),
     "note.quiet": ("the page did not change while either run decoded", "两次运行解码时页面都没有变化"),
     "note.live": ("while each run decoded, the page showed only a one-line progress update",
                   "每次运行解码时，页面只显示一行进度"),
@@ -232,4 +232,8 @@ APP = Strings({
     "trace.replaying": ("Replaying **{title}** — {method}, {model}, {n} cycles. No model needed to explore it.",
                         "正在回放 **{title}** —— {method}，{model}，{n} 轮。浏览它不需要模型。"),
     "trace.unknown_model": ("unknown model", "未知模型"),
+    # where the timed runs ran (the cards' note, note.timed's {device})
+    "device.cpu": ("{threads} CPU thread(s)", " {threads} 个 CPU 线程"),
+    "device.cuda": ("the GPU {name} (CUDA)", " GPU {name}（CUDA）"),
+    "device.mps": ("the Apple GPU (MPS)", " Apple GPU（MPS）"),
 })

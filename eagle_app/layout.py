@@ -66,7 +66,7 @@ def controls(c: dict, w: dict) -> None:
     c["compare"] = gr.Checkbox(True, label=L("Also decode with vanilla afterwards (fair, one after the other)"))
     w["max_new_tokens"] = setting_widget(settings.BY_NAME["max_new_tokens"])
     with gr.Accordion(L("Tree settings"), open=False):
-        c["preset"] = gr.Radio(PRESET_CHOICES, value="explain", label=L("Preset"))
+        c["preset"] = gr.Radio(PRESET_CHOICES, value=settings.PAGE_PRESET, label=L("Preset"))
         w.update({f.name: setting_widget(f) for f in group("tree")})
     with gr.Accordion(L("Sampling (temperature 0 = greedy, reproducible)"), open=False):
         w.update({f.name: setting_widget(f) for f in group("sampling")})

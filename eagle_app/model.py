@@ -11,6 +11,7 @@ import torch
 
 from eagle_core import Engine, load_engine
 
+from . import zerogpu
 from .i18n import APP
 from .worker import ENGINE_THREAD
 
@@ -28,10 +29,16 @@ class ModelHolder:
         self.t0 = self.load_s = 0.0
 
     def start(self) -> "ModelHolder":
+        """Start loading on the engine thread; on ZeroGPU load here and now (zerogpu.py: at start-up)."""
         with self._lock:
             if self._job is None and not self.ready.is_set():
                 self.t0 = time.perf_counter()
-                self._job = ENGINE_THREAD.submit(self._load)
+                if zerogpu.ZERO:
+                    self._job = Future()
+                    self._load()
+                    self._job.set_result(None)
+                else:
+                    self._job = ENGINE_THREAD.submit(self._load)
         return self
 
     def set_engine(self, engine: Engine) -> None:
@@ -45,7 +52,8 @@ class ModelHolder:
                 torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
             self.engine = load_engine(self.model, self.head, os.environ.get("EAGLE_APP_HEAD3") or None,
                                       dtype=os.environ.get("EAGLE_APP_DTYPE") or None,
-                                      head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs")
+                                      head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs",
+                                      warm=not zerogpu.ZERO)
         except Exception as e:  # reported in the page; the app still replays traces
             self.error = f"{type(e).__name__}: {e}"
         self.load_s = time.perf_counter() - self.t0

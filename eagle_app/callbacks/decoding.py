@@ -31,7 +31,7 @@ from ..tokens import readable_cycle, readable_run
 from ..traces import remove_tab_folder, save_trace
 from ..views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs, progress_line,
                      refuse, session_id, summary_views)
-from ..worker import ENGINE_THREAD, Worker, start_generation
+from ..worker import Worker, new_stepper, next_cycle
 from .flags import RUNS
 
 LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every tab
@@ -269,21 +269,17 @@ def _step(engine, prompt, settings, state, sid, lang="en") -> tuple:
             prompt_ids = engine.check(prompt, settings)
         except ValueError as e:
             return refuse(e, lang)
-        gen = start_generation(engine, prompt, settings, None, prompt_ids)
         state = new_state(title=prompt[:60])
-        state.update(stepper=(gen, iter(gen)), step_key=key)
-    gen, it = state["stepper"]
+        state.update(stepper=new_stepper(engine, prompt, settings, prompt_ids), step_key=key)
     tok = engine.target.tokenizer
-    rec = ENGINE_THREAD.submit(next, it, None).result()  # all torch work on the engine thread
+    rec, finished = next_cycle(state["stepper"], len(state["cycles"]))
     if rec is not None:
         state["cycles"].append(readable_cycle(rec, tok))
-        if gen.ending is not None:  # that was the last cycle: finish on this click, not on one more
-            ENGINE_THREAD.submit(next, it, None).result()
-    if gen.run is None:
+    if finished is None:
         status = APP("status.step", lang, n=len(state["cycles"]), tau=tau(state["cycles"]))
     else:
         kind = "vanilla" if settings.method == "vanilla" else "eagle"
-        run = readable_run(gen.run, tok)
+        run = readable_run(finished, tok)
         state.update({kind: run, "stepper": None, "step_key": None, "cycles": list(run.cycles),
                       "note": ("status.step_note", {})})
         status = APP("status.step_done", lang) + done_status(state, lang=lang)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 WEIGHT_FILES = ["*.json", "*.safetensors", "*.bin"]
@@ -19,24 +20,37 @@ WEIGHT_FILES = ["*.json", "*.safetensors", "*.bin"]
 # the download), and never the original/ checkpoints some repositories carry beside the transformers ones
 TARGET_FILES = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.tiktoken", "*.txt"]
 IGNORE = ["original/*"]
+GATED_HINT = "a gated repository: accept its licence on the hub and set HF_TOKEN"
 PROBE_TIMEOUT_S = float(os.environ.get("EAGLE_HUB_PROBE_S", "5"))  # connect and answer, each
 
 
 def probe(name: str, timeout: float = PROBE_TIMEOUT_S) -> tuple[str | None, list[str] | None]:
     """Ask the hub once about repository `name`: (None, its files) if it answered, (None, None) if it
     answered without a file list (gated, missing: the download then says which), or (why, None) if it
-    did not answer within `timeout` s."""
+    did not answer within `timeout` s. The request runs in a thread of its own and is waited for
+    `timeout` s in all: httpx's timeouts are per phase (measured here: 10 s in all for a 5 s one,
+    with a silent server) and do not cover the name lookup."""
     import httpx
     from huggingface_hub import constants
     from huggingface_hub.utils import build_hf_headers
 
-    try:
-        r = httpx.get(f"{constants.ENDPOINT}/api/models/{name}", headers=build_hf_headers(),
-                      timeout=httpx.Timeout(timeout), follow_redirects=True)
-    except httpx.TimeoutException:
+    answer: list = []
+
+    def ask():
+        try:
+            answer.append(httpx.get(f"{constants.ENDPOINT}/api/models/{name}", headers=build_hf_headers(),
+                                    timeout=httpx.Timeout(timeout), follow_redirects=True))
+        except Exception as e:  # noqa: BLE001  (reported below, by kind)
+            answer.append(e)
+
+    asker = threading.Thread(target=ask, daemon=True)  # left behind if the hub never answers
+    asker.start()
+    asker.join(timeout)
+    r = answer[0] if answer else httpx.TimeoutException("")
+    if isinstance(r, httpx.TimeoutException):
         return f"gave no answer within {timeout:g} s", None
-    except (httpx.HTTPError, OSError) as e:
-        return f"could not be reached ({type(e).__name__})", None
+    if isinstance(r, Exception):
+        return f"could not be reached ({type(r).__name__})", None
     try:
         files = [s["rfilename"] for s in r.json().get("siblings", [])] if r.status_code == 200 else None
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -67,7 +81,7 @@ def local_dir(name: str, what: str = "head", download=None, patterns=None) -> st
     except Exception as e:  # offline, gated, missing: one line, never a traceback
         kind = type(e).__name__
         if "Gated" in kind or re.search(r"\b(401|403)\b", str(e)):
-            hint = "a gated repository: accept its licence on the hub and set HF_TOKEN"
+            hint = GATED_HINT
         elif "NotFound" in kind or re.search(r"\b404\b", str(e)):
             hint = "no such repository on the hub"
         else:

@@ -72,6 +72,12 @@ ZH = {
     "Example traces": "示例轨迹",
     # the switch itself
     "Language": "语言",
+    # the model picker (picker.py; shown only on a CUDA GPU)
+    "Model (GPU): public target and EAGLE head pairs": "模型（GPU）：公开的目标模型与 EAGLE 头组合",
+    "Loading a pair changes the model for **everyone** using this app; a running decode finishes first. The first "
+    "load downloads the weights (4-16 GB).": "加载一个组合会为本应用的**所有**用户更换模型；正在进行的解码会先完成。"
+    "首次加载需要下载权重（4-16 GB）。",
+    "Pair": "组合", "Load for everyone": "为所有人加载",
 }
 USED: set[str] = set()  # every text layout.py wrapped (tests: each one has its Chinese)
 
@@ -236,4 +242,17 @@ APP = Strings({
     "device.cpu": ("{threads} CPU thread(s)", " {threads} 个 CPU 线程"),
     "device.cuda": ("the GPU {name} (CUDA)", " GPU {name}（CUDA）"),
     "device.mps": ("the Apple GPU (MPS)", " Apple GPU（MPS）"),
+    # the model picker (picker.py)
+    "pick.unknown": ("No such pair: {pair}", "没有这个组合：{pair}"),
+    "pick.off": ("Switching models is off here (a shared Space: its operator can set EAGLE_APP_ALLOW_SWITCH=1).",
+                 "这里不能切换模型（共享的 Space：其管理者可以设置 EAGLE_APP_ALLOW_SWITCH=1）。"),
+    "pick.gated": ("**{target}** is {hint}. The current model stays.",
+                   "**{target}** 是受限仓库：请在 hub 上接受其许可并设置 HF_TOKEN（{hint}）。当前模型保持不变。"),
+    "pick.waiting": ("Waiting for the running decode to finish…", "正在等待当前的解码结束……"),
+    "pick.loading": ("Loading **{pair}** for everyone… {s:.0f} s", "正在为所有人加载 **{pair}**……{s:.0f} 秒"),
+    "pick.failed": ("**{pair}** failed to load: {err}", "**{pair}** 加载失败：{err}"),
+    "pick.done": ("**{pair}** is loaded ({s:.1f} s); every user now decodes with it.",
+                  "**{pair}** 已加载（{s:.1f} 秒）；所有用户现在都用它解码。"),
+    "status.switched": ("The model was switched while this request waited: press Generate again.",
+                        "这个请求等待期间模型被切换了：请再点一次“生成”。"),
 })

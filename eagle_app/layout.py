@@ -14,7 +14,7 @@ from viz.languages import language_figure, language_table, load_language_rows
 from viz.learn import learn_blocks
 from viz.traces import MAX_TRACE_BYTES
 
-from . import hardware, settings, views, wiring
+from . import hardware, picker, settings, views, wiring
 from .i18n import LANG_CHOICES, L, preset_label
 from .model import MODEL
 
@@ -70,6 +70,7 @@ def controls(c: dict, w: dict) -> None:
         w.update({f.name: setting_widget(f) for f in group("tree")})
     with gr.Accordion(L("Sampling (temperature 0 = greedy, reproducible)"), open=False):
         w.update({f.name: setting_widget(f) for f in group("sampling")})
+    picker.panel(c)  # the public target / head pairs, on a CUDA GPU only (picker.py)
     with gr.Row():
         c["gen_btn"] = gr.Button(L("▶ Generate"), variant="primary", elem_id="eg-generate")
         c["step_btn"] = gr.Button(L("Step one cycle ›"), elem_id="eg-step")

@@ -1,5 +1,5 @@
-"""The app where torch sees a CUDA GPU, checked on a CPU: the page opens with the `gpu` tree, the
-timing note names the device, and Generate and Step share one request prefix (refuse, wait for
+"""The app where torch sees a CUDA GPU, checked on a CPU: the page opens with the `gpu` tree and the
+model picker, the timing note names the device, and Generate and Step share one request prefix (refuse, wait for
 the model). CUDA is faked by monkeypatching torch.cuda; no test here needs a GPU or the hub."""
 from __future__ import annotations
 
@@ -38,11 +38,14 @@ def test_the_page_opens_with_the_gpu_tree_on_cuda():
     code = ("import torch; torch.cuda.is_available = lambda: True\n"
             "from eagle_app import layout, settings\n"
             "page = layout.build()\n"
-            "print(page.c['preset'].value, *(page.settings[k].value for k in ('depth', 'tree_top_k', 'total_tokens')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+            "print(page.c['pick_box'].visible, page.c['preset'].value,"
+            "      *(page.settings[k].value for k in ('depth', 'tree_top_k', 'total_tokens')))")
+    env = {k: v for k, v in os.environ.items() if k not in ("SPACE_ID", "EAGLE_APP_ALLOW_SWITCH", "SPACES_ZERO_GPU")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     gpu = PRESETS["gpu"]
-    assert out.stdout.split()[-4:] == ["gpu", str(gpu["depth"]), str(gpu["tree_top_k"]), str(gpu["total_tokens"])]
+    assert out.stdout.split()[-5:] == ["True", "gpu", str(gpu["depth"]), str(gpu["tree_top_k"]),
+                                       str(gpu["total_tokens"])]  # and the model picker is shown
 
 
 def test_the_page_opens_with_the_readable_tree_on_a_cpu(monkeypatch):

@@ -156,6 +156,9 @@ def _generate(prompt, values, compare, flag, sid, lang="en"):
             if flag.reason != "replaced":  # a replaced run leaves the page to the run that replaced it
                 yield outputs(status=APP("status.stopped_line", lang))
             return
+        if engine is not MODEL.engine:  # the model picker loaded another model while this request waited
+            yield outputs(model=MODEL.status(lang), status=APP("status.switched", lang))
+            return
         t_slot = time.perf_counter()
         long = APP("status.long_prompt", lang, n=n_prompt) if n_prompt > 400 else ""
         yield outputs(**cleared_views("wait.after_runs", lang), model=MODEL.status(lang),
@@ -262,7 +265,7 @@ def step(prompt, values: tuple, state, lang="en", request: gr.Request = None):
 
 
 def _step(engine, prompt, settings, state, sid, lang="en") -> tuple:
-    key = (prompt, settings)
+    key = (prompt, settings, id(engine))  # a switched model starts the Step run over
     fresh = state.get("stepper") is None or state.get("step_key") != key
     if fresh:  # a click that continues a run has the settings this check passed: no check again
         try:

@@ -16,9 +16,10 @@ What the app does with that (docs/gpu.md, "ZeroGPU"):
 - The model loads at start-up, in the main thread, without the CUDA warm-up (eagle_app/model.py).
 - Stop reaches the worker process through `STOP`, an event made before the fork.
 
-The `spaces` package is preinstalled on Spaces; it is not a dependency here (it is not in
-requirements.txt, and nothing imports it off ZeroGPU). app.py imports this module first, since
-`spaces` must be imported before anything initialises CUDA.
+The `spaces` package comes with a Gradio Space (the hub's ZeroGPU guide imports it without adding it
+to requirements.txt; not verified here). It is not a dependency of this project, nothing imports it
+off ZeroGPU, and if it were missing there the app says so and decodes without it. app.py imports
+this module first, since `spaces` must be imported before anything initialises CUDA.
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
+from eagle_app import zerogpu  # noqa: F401  (first of the app: on ZeroGPU it imports `spaces` before torch)
 from eagle_app.launch import LAUNCH, queue
 from eagle_app.layout import build
 from eagle_app.model import MODEL

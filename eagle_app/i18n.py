@@ -72,6 +72,12 @@ ZH = {
     "Example traces": "示例轨迹",
     # the switch itself
     "Language": "语言",
+    # the model picker (picker.py; shown only on a CUDA GPU)
+    "Model (GPU): public target and EAGLE head pairs": "模型（GPU）：公开的目标模型与 EAGLE 头组合",
+    "Loading a pair changes the model for **everyone** using this app; a running decode finishes first. The first "
+    "load downloads the weights (4-16 GB).": "加载一个组合会为本应用的**所有**用户更换模型；正在进行的解码会先完成。"
+    "首次加载需要下载权重（4-16 GB）。",
+    "Pair": "组合", "Load for everyone": "为所有人加载",
 }
 USED: set[str] = set()  # every text layout.py wrapped (tests: each one has its Chinese)
 
@@ -188,9 +194,9 @@ APP = Strings({
                    "时间取自轨迹中的记录（在生成轨迹时、于生成它的机器上测得）。"),
     "note.timed": ("Timed with live drawing paused: {how}; the text, tree and charts were drawn after both runs "
                    "finished. EAGLE ran first, then vanilla, same prompt and settings, one after the other on "
-                   "{threads} CPU thread(s). The replay below plays both at the measured pace.",
+                   "{device}. The replay below plays both at the measured pace.",
                    "计时期间暂停了实时绘制：{how}；文本、树和图表都在两次运行结束后才绘制。先运行 EAGLE，再运行普通解码，"
-                   "提示词和设置相同，在 {threads} 个 CPU 线程上先后运行。下面的回放按实测速度播放两者。"),
+                   "提示词和设置相同，在{device}上先后运行。下面的回放按实测速度播放两者。"),
     "note.quiet": ("the page did not change while either run decoded", "两次运行解码时页面都没有变化"),
     "note.live": ("while each run decoded, the page showed only a one-line progress update",
                   "每次运行解码时，页面只显示一行进度"),
@@ -232,4 +238,21 @@ APP = Strings({
     "trace.replaying": ("Replaying **{title}** — {method}, {model}, {n} cycles. No model needed to explore it.",
                         "正在回放 **{title}** —— {method}，{model}，{n} 轮。浏览它不需要模型。"),
     "trace.unknown_model": ("unknown model", "未知模型"),
+    # where the timed runs ran (the cards' note, note.timed's {device})
+    "device.cpu": ("{threads} CPU thread(s)", " {threads} 个 CPU 线程"),
+    "device.cuda": ("the GPU {name} (CUDA)", " GPU {name}（CUDA）"),
+    "device.mps": ("the Apple GPU (MPS)", " Apple GPU（MPS）"),
+    # the model picker (picker.py)
+    "pick.unknown": ("No such pair: {pair}", "没有这个组合：{pair}"),
+    "pick.off": ("Switching models is off here (a shared Space: its operator can set EAGLE_APP_ALLOW_SWITCH=1).",
+                 "这里不能切换模型（共享的 Space：其管理者可以设置 EAGLE_APP_ALLOW_SWITCH=1）。"),
+    "pick.gated": ("**{target}** is {hint}. The current model stays.",
+                   "**{target}** 是受限仓库：请在 hub 上接受其许可并设置 HF_TOKEN（{hint}）。当前模型保持不变。"),
+    "pick.waiting": ("Waiting for the running decode to finish…", "正在等待当前的解码结束……"),
+    "pick.loading": ("Loading **{pair}** for everyone… {s:.0f} s", "正在为所有人加载 **{pair}**……{s:.0f} 秒"),
+    "pick.failed": ("**{pair}** failed to load: {err}", "**{pair}** 加载失败：{err}"),
+    "pick.done": ("**{pair}** is loaded ({s:.1f} s); every user now decodes with it.",
+                  "**{pair}** 已加载（{s:.1f} 秒）；所有用户现在都用它解码。"),
+    "status.switched": ("The model was switched while this request waited: press Generate again.",
+                        "这个请求等待期间模型被切换了：请再点一次“生成”。"),
 })

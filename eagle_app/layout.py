@@ -14,7 +14,7 @@ from viz.languages import language_figure, language_table, load_language_rows
 from viz.learn import learn_blocks
 from viz.traces import MAX_TRACE_BYTES
 
-from . import hardware, settings, views, wiring
+from . import hardware, picker, settings, views, wiring
 from .i18n import LANG_CHOICES, L, preset_label
 from .model import MODEL
 
@@ -66,10 +66,11 @@ def controls(c: dict, w: dict) -> None:
     c["compare"] = gr.Checkbox(True, label=L("Also decode with vanilla afterwards (fair, one after the other)"))
     w["max_new_tokens"] = setting_widget(settings.BY_NAME["max_new_tokens"])
     with gr.Accordion(L("Tree settings"), open=False):
-        c["preset"] = gr.Radio(PRESET_CHOICES, value="explain", label=L("Preset"))
+        c["preset"] = gr.Radio(PRESET_CHOICES, value=settings.PAGE_PRESET, label=L("Preset"))
         w.update({f.name: setting_widget(f) for f in group("tree")})
     with gr.Accordion(L("Sampling (temperature 0 = greedy, reproducible)"), open=False):
         w.update({f.name: setting_widget(f) for f in group("sampling")})
+    picker.panel(c)  # the public target / head pairs, on a CUDA GPU only (picker.py)
     with gr.Row():
         c["gen_btn"] = gr.Button(L("▶ Generate"), variant="primary", elem_id="eg-generate")
         c["step_btn"] = gr.Button(L("Step one cycle ›"), elem_id="eg-step")

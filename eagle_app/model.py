@@ -2,6 +2,7 @@
 `MODEL` is the app's one holder (nothing loads until `MODEL.start()`)."""
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -11,6 +12,7 @@ import torch
 
 from eagle_core import Engine, load_engine
 
+from . import zerogpu
 from .i18n import APP
 from .worker import ENGINE_THREAD
 
@@ -26,13 +28,37 @@ class ModelHolder:
         self._job: Future | None = None  # the loading job on ENGINE_THREAD
         self._lock = threading.Lock()
         self.t0 = self.load_s = 0.0
+        self.choice: dict | None = None  # head3, head3_layer_ids, methods of a pair picked in the page
 
     def start(self) -> "ModelHolder":
+        """Start loading on the engine thread; on ZeroGPU load here and now (zerogpu.py: at start-up)."""
         with self._lock:
             if self._job is None and not self.ready.is_set():
                 self.t0 = time.perf_counter()
-                self._job = ENGINE_THREAD.submit(self._load)
+                if zerogpu.ZERO:
+                    self._job = Future()
+                    self._load()
+                    self._job.set_result(None)
+                else:
+                    self._job = ENGINE_THREAD.submit(self._load)
         return self
+
+    def switch(self, model: str | None, head: str | None = None, head3: str | None = None, layer_ids: str = "inputs",
+               methods: tuple[str, ...] | None = None) -> "ModelHolder":
+        """Load another target and heads in place of these (the model picker, eagle_app/picker.py, which holds
+        the decode slot meanwhile). The old engine is let go first, so that both never share the GPU."""
+        with self._lock:
+            if self._job is not None and not self.ready.is_set():
+                raise RuntimeError("the model is still loading")
+            self.model, self.head = model, head
+            self.choice = dict(head3=head3, head3_layer_ids=layer_ids, methods=methods)
+            self.engine = self.error = None
+            self._job = None
+            self.ready.clear()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return self.start()
 
     def set_engine(self, engine: Engine) -> None:
         """Install an already-built engine (tests)."""
@@ -43,9 +69,10 @@ class ModelHolder:
         try:
             if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
                 torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
-            self.engine = load_engine(self.model, self.head, os.environ.get("EAGLE_APP_HEAD3") or None,
-                                      dtype=os.environ.get("EAGLE_APP_DTYPE") or None,
-                                      head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs")
+            choice = self.choice or dict(head3=os.environ.get("EAGLE_APP_HEAD3") or None,
+                                         head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs")
+            self.engine = load_engine(self.model, self.head, dtype=os.environ.get("EAGLE_APP_DTYPE") or None,
+                                      warm=not zerogpu.ZERO, **choice)
         except Exception as e:  # reported in the page; the app still replays traces
             self.error = f"{type(e).__name__}: {e}"
         self.load_s = time.perf_counter() - self.t0

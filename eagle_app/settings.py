@@ -15,6 +15,8 @@ import functools
 import inspect
 from dataclasses import dataclass
 
+import torch
+
 from eagle_core import PRESETS, DecodeSettings
 from eagle_core.config import MAX_CHAIN, MAX_DEPTH, MAX_TOTAL_TOKENS, MAX_TREE_TOP_K
 
@@ -25,7 +27,16 @@ MAX_PROMPT_CHARS = 6000  # checked before tokenising, so a pasted novel fails fa
 PAGE_MAX_NEW_TOKENS = 512
 PAGE_MAX_TEMPERATURE = 2.0
 PAGE_MAX_TOP_K = 200
-EXPLAIN = PRESETS["explain"]  # the tree the page opens with
+
+
+def page_preset() -> str:
+    """The tree preset the page opens with: the published EAGLE-2 tree ("gpu", the CLI's default there too)
+    where torch sees a CUDA GPU, else one small enough to read ("explain")."""
+    return "gpu" if torch.cuda.is_available() else "explain"
+
+
+PAGE_PRESET = page_preset()
+OPENING = PRESETS[PAGE_PRESET]  # the tree the page opens with
 
 
 class Refusal(ValueError):
@@ -77,11 +88,11 @@ class Field:
 # The order is the public API's: generate / step take (prompt, *these, ...) positionally.
 FIELDS = (
     Field("method", str, "eagle2", "Method"),
-    Field("depth", int, EXPLAIN["depth"], "Depth (expansion steps)", 1, MAX_DEPTH, elem_id="eg-set-depth",
+    Field("depth", int, OPENING["depth"], "Depth (expansion steps)", 1, MAX_DEPTH, elem_id="eg-set-depth",
           group="tree"),
-    Field("tree_top_k", int, EXPLAIN["tree_top_k"], "Top-k (children per node, frontier width)", 1, MAX_TREE_TOP_K,
+    Field("tree_top_k", int, OPENING["tree_top_k"], "Top-k (children per node, frontier width)", 1, MAX_TREE_TOP_K,
           what="tree top-k", elem_id="eg-set-topk", group="tree"),
-    Field("total_tokens", int, EXPLAIN["total_tokens"], "Total draft tokens verified per cycle (EAGLE-2)", 1,
+    Field("total_tokens", int, OPENING["total_tokens"], "Total draft tokens verified per cycle (EAGLE-2)", 1,
           MAX_TOTAL_TOKENS, what="total tokens", elem_id="eg-set-total", group="tree"),
     Field("chain_length", int, 4, "Chain length (chain method)", 1, MAX_CHAIN, what="chain length", group="tree"),
     Field("temperature", float, 0.0, "Temperature", 0, PAGE_MAX_TEMPERATURE, 0.05, group="sampling"),

@@ -40,11 +40,13 @@ def new_state(eagle=None, vanilla=None, title="", source=None) -> dict:
 
 
 def note_text(note, lang: str = "en") -> str:
-    """The cards' note: (APP key, fields), the fields' own keys ("how") translated too."""
+    """The cards' note: (APP key, fields), the fields' own keys ("how") translated too, and a field that is
+    itself an (APP key, fields) pair ("device")."""
     if not note:
         return ""
     key, fields = note
-    return APP(key, lang, **{k: APP(v, lang) if k == "how" else v for k, v in fields.items()})
+    tr = lambda k, v: APP(v, lang) if k == "how" else APP(v[0], lang, **v[1]) if isinstance(v, tuple) else v  # noqa: E731
+    return APP(key, lang, **{k: tr(k, v) for k, v in fields.items()})
 
 
 # ---------------------------------------------------------------------------------- renderers

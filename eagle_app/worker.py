@@ -1,12 +1,14 @@
 """The decode worker: EAGLE (unless the method is vanilla) then vanilla, one after the other, on
-the one engine thread, with a stop flag that is also a clock (Deadline). Nothing here imports gradio.
+the one engine thread (on ZeroGPU: inside spaces.GPU, eagle_app/zerogpu.py), with a stop flag that is
+also a clock (Deadline). Nothing here imports gradio.
 """
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Callable
@@ -17,6 +19,7 @@ from eagle_core import DecodeSettings, Engine
 from eagle_core.decode import Generation
 from eagle_core.parting import first_parting
 
+from . import zerogpu
 from .line import FAIR_BUDGET_S, RUN_BUDGET_S
 from .tokens import readable_run
 
@@ -60,16 +63,133 @@ class Deadline:
         return self.user.is_set() or self.expired()
 
 
+@dataclass(frozen=True)
+class DecodeJob:
+    """One Generate's decode, as plain data (on ZeroGPU it is pickled to the GPU worker process):
+    `prompt_ids` is what Engine.check returned for this prompt and settings."""
+
+    prompt: str
+    settings: DecodeSettings
+    prompt_ids: tuple[int, ...]
+    compare: bool = True
+    budget_s: float = RUN_BUDGET_S
+    fair_s: float = FAIR_BUDGET_S
+
+    def plan(self) -> list[tuple[str, DecodeSettings]]:
+        s = self.settings
+        if s.method == "vanilla":
+            return [("vanilla", s)]
+        return [("eagle", s)] + ([("vanilla", s.with_(method="vanilla"))] if self.compare else [])
+
+
+def decode_events(engine: Engine, job: DecodeJob, stop, crowded: Callable[[], bool] = lambda: False):
+    """The decode entry: EAGLE (unless the method is vanilla) then vanilla, and where greedy outputs
+    part, why. Yields (what, kind, payload): ("threads", None, n), ("start", kind, perf_counter at the
+    start), ("cycle", kind, CycleRecord), ("timed_out", kind, "budget" | "fair"), ("done", kind, Run with
+    readable labels, made after its clock stopped), ("error", kind, str), ("parting", None, dict).
+    `stop.is_set()` ends it early (the user's Stop); `crowded()`: are others waiting for the decode slot?"""
+    yield ("threads", None, torch.get_num_threads())  # of the thread that decodes (the page says it)
+    runs, eagle_tokens = {}, None
+    for kind, s in job.plan():
+        if stop.is_set():
+            break
+        if kind == "vanilla" and eagle_tokens is not None:
+            s = s.with_(max_new_tokens=eagle_tokens)  # EAGLE hit the time limit: compare like for like
+        try:
+            flag = Deadline(stop, job.budget_s, job.fair_s, crowded)
+            gen = start_generation(engine, job.prompt, s, flag, list(job.prompt_ids))
+            yield ("start", kind, time.perf_counter())
+            flag.arm()
+            for rec in gen:
+                yield ("cycle", kind, rec)
+            if flag.expired() and not stop.is_set():
+                yield ("timed_out", kind, flag.limit)
+                if kind == "eagle":
+                    eagle_tokens = max(gen.run.summary.new_tokens, 1)
+            runs[kind] = gen.run
+            yield ("done", kind, readable_run(gen.run, engine.target.tokenizer))
+        except Exception as e:  # shown as a warning; never a traceback in the page
+            yield ("error", kind, f"{type(e).__name__}: {e}")
+            break
+    parting = explain_parting(engine, job, runs)
+    if parting is not None:
+        yield ("parting", None, parting)
+
+
+def explain_parting(engine: Engine, job: DecodeJob, runs: dict) -> dict | None:
+    """Greedy outputs that part: where, between which tokens, and by what logit margin (a near-tie in
+    half precision, or a clear winner, which would be a bug); None if they did not part."""
+    e, v = runs.get("eagle"), runs.get("vanilla")
+    if e is None or v is None or not job.settings.greedy:
+        return None
+    p = first_parting(engine.target, list(job.prompt_ids), v.summary.token_ids, e.summary.token_ids)
+    if p is None:
+        return None
+    tt = engine.target.token_text
+    return {**p.to_dict(), "vanilla_text": tt(p.vanilla_token), "eagle_text": tt(p.eagle_token)}
+
+
+def gpu_seconds(job: DecodeJob) -> float:
+    """How long a decode may hold a ZeroGPU GPU: each run's time limit, plus the parting check and slack."""
+    return len(job.plan()) * job.budget_s + 15
+
+
+@zerogpu.gpu(duration=gpu_seconds)
+def gpu_decode(job: DecodeJob):
+    """The decode entry on ZeroGPU, run by `spaces` in its GPU worker process (a plain call elsewhere):
+    the model is the app's (loaded at start-up, before the fork), Stop arrives through zerogpu.STOP."""
+    from .model import MODEL  # here, not at the top: model.py imports this module
+
+    yield from decode_events(MODEL.engine, job, zerogpu.STOP)
+
+
+def new_stepper(engine: Engine, prompt: str, settings: DecodeSettings, prompt_ids: list[int]):
+    """A Step-mode run (not timed), advanced one cycle per click by `next_cycle`: a live generation,
+    or on ZeroGPU the request itself (see gpu_step)."""
+    if zerogpu.ZERO:
+        return DecodeJob(prompt, settings, tuple(prompt_ids), compare=False)
+    gen = start_generation(engine, prompt, settings, None, prompt_ids)
+    return gen, iter(gen)
+
+
+def next_cycle(stepper, done: int):
+    """The next cycle of a Step-mode run that has `done` cycles: (its CycleRecord, or None if there
+    was none; the finished Run, or None while it goes on). All torch work on the engine thread."""
+    if zerogpu.ZERO:
+        return gpu_step(stepper, done)
+    gen, it = stepper
+    rec = ENGINE_THREAD.submit(next, it, None).result()
+    if rec is not None and gen.ending is not None:  # that was the last cycle: finish now, not on one more click
+        ENGINE_THREAD.submit(next, it, None).result()
+    return rec, gen.run
+
+
+@zerogpu.gpu(duration=lambda job, done: 30)
+def gpu_step(job: DecodeJob, done: int):
+    """Step mode on ZeroGPU. A generation cannot stay alive between clicks in the GPU worker process (what
+    it changes there never comes back), so each click decodes the run again from its start to cycle
+    done + 1: the same cycles, since a run is deterministic (greedy, or sampling from its seed)."""
+    from .model import MODEL
+
+    gen = start_generation(MODEL.engine, job.prompt, job.settings, None, list(job.prompt_ids))
+    it, rec = iter(gen), None
+    for _ in range(done + 1):
+        rec = next(it, None)
+    if rec is not None and gen.ending is not None:
+        next(it, None)
+    return rec, gen.run
+
+
 @dataclass
 class Worker:
-    """Decodes EAGLE (unless method is vanilla) and then vanilla, one after the other, on the
-    engine thread, so the UI thread never holds up the decode loop.
+    """Runs the decode entry for one Generate so that the UI thread never holds up the decode loop:
+    on the engine thread (decode_events), or on ZeroGPU in a thread of the request's own that calls
+    gpu_decode (the GPU worker process decodes).
 
-    Messages on `events`: ("start", kind, perf_counter at the start), ("cycle", kind, CycleRecord),
-    ("done", kind, Run), ("error", kind, str), and finally ("end", None, None). kind is "eagle" or
-    "vanilla". `timed_out` maps the kinds that hit a clock limit to "budget" (RUN_BUDGET_S) or
-    "fair" (FAIR_BUDGET_S while others waited). Finished runs get readable
-    labels for byte-level tokens (`readable_run`) after their clock has stopped.
+    Messages on `events`: decode_events' messages, but for "threads" and "timed_out" (kept in
+    `threads` and `timed_out`), and finally ("end", None, None). kind is "eagle" or "vanilla".
+    `timed_out` maps the kinds that hit a clock limit to "budget" (RUN_BUDGET_S) or "fair"
+    (FAIR_BUDGET_S while others waited).
 
     `prompt_ids`: what Engine.check returned for this prompt and settings (the app checks before
     it queues); without them, `start` checks. Both runs reuse them: no run validates or tokenizes again."""
@@ -88,58 +208,39 @@ class Worker:
     prompt_ids: list[int] | None = None
 
     def plan(self) -> list[tuple[str, DecodeSettings]]:
-        s = self.settings
-        if s.method == "vanilla":
-            return [("vanilla", s)]
-        return [("eagle", s)] + ([("vanilla", s.with_(method="vanilla"))] if self.compare else [])
+        return DecodeJob(self.prompt, self.settings, (), self.compare).plan()
 
     def start(self) -> "Worker":
         if self.prompt_ids is None:  # fail fast, before the thread, with the engine's own messages
             self.prompt_ids = self.engine.check(self.prompt, self.settings)
-        self.job = ENGINE_THREAD.submit(self._run)
+        job = DecodeJob(self.prompt, self.settings, tuple(self.prompt_ids), self.compare, self.budget_s, self.fair_s)
+        if zerogpu.ZERO:  # the spaces client needs the request's context: a thread that carries it
+            zerogpu.STOP.clear()
+            self.job = Future()
+            ctx = contextvars.copy_context()
+            threading.Thread(target=ctx.run, args=(self._relay, gpu_decode(job), self.job), daemon=True).start()
+        else:
+            self.job = ENGINE_THREAD.submit(self._relay, decode_events(self.engine, job, self.stop, self.crowded))
         return self
 
-    def _run(self) -> None:
-        self.threads = torch.get_num_threads()  # of the engine thread, which decodes (the page says it)
-        runs = {}
+    def _relay(self, events, done: Future | None = None) -> None:
+        """Passes the entry's messages on to `events` (and the user's Stop on to zerogpu.STOP)."""
         try:
-            eagle_tokens = None
-            for kind, s in self.plan():
-                if self.stop.is_set():
-                    break
-                if kind == "vanilla" and eagle_tokens is not None:
-                    s = s.with_(max_new_tokens=eagle_tokens)  # EAGLE hit the time limit: compare like for like
-                try:
-                    flag = Deadline(self.stop, self.budget_s, self.fair_s, self.crowded)
-                    gen = start_generation(self.engine, self.prompt, s, flag, self.prompt_ids)
-                    self.events.put(("start", kind, time.perf_counter()))
-                    flag.arm()
-                    for rec in gen:
-                        self.events.put(("cycle", kind, rec))
-                    if flag.expired() and not self.stop.is_set():
-                        self.timed_out[kind] = flag.limit
-                        if kind == "eagle":
-                            eagle_tokens = max(gen.run.summary.new_tokens, 1)
-                    runs[kind] = gen.run
-                    self.events.put(("done", kind, readable_run(gen.run, self.engine.target.tokenizer)))
-                except Exception as e:  # shown as a warning; never a traceback in the page
-                    self.events.put(("error", kind, f"{type(e).__name__}: {e}"))
-                    break
-            self._explain_parting(runs)
+            for what, kind, payload in events:
+                if self.stop.is_set() and zerogpu.ZERO:
+                    zerogpu.STOP.set()
+                if what == "threads":
+                    self.threads = payload
+                elif what == "timed_out":
+                    self.timed_out[kind] = payload
+                else:
+                    self.events.put((what, kind, payload))
+        except Exception as e:  # on ZeroGPU, the GPU call itself (no GPU in time, the quota spent)
+            self.events.put(("error", "eagle", f"{type(e).__name__}: {e}"))
         finally:
             self.events.put(("end", None, None))
-
-    def _explain_parting(self, runs) -> None:
-        """Greedy outputs that part: where, between which tokens, and by what logit margin (a
-        near-tie in half precision, or a clear winner, which would be a bug): ("parting", None, dict)."""
-        e, v = runs.get("eagle"), runs.get("vanilla")
-        if e is None or v is None or not self.settings.greedy:
-            return
-        p = first_parting(self.engine.target, self.prompt_ids, v.summary.token_ids, e.summary.token_ids)
-        if p is not None:
-            tt = self.engine.target.token_text
-            self.events.put(("parting", None, {**p.to_dict(), "vanilla_text": tt(p.vanilla_token),
-                                               "eagle_text": tt(p.eagle_token)}))
+            if done is not None:
+                done.set_result(None)
 
     def wait(self) -> None:
         """Block until both decodes have finished (scripts)."""
@@ -150,6 +251,8 @@ class Worker:
         job = getattr(self, "job", None)
         if job is not None and not job.done():
             self.stop.set()
+            if zerogpu.ZERO:
+                zerogpu.STOP.set()
             try:
                 job.exception(timeout=wait_s)
             except FutureTimeout:  # still running after wait_s; it stops at its next cycle

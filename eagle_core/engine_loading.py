@@ -31,7 +31,7 @@ def fits3(head3, target) -> bool:
 
 def load_engine(model: str | Target | None = None, head: str | None = None, head3: str | None = None,
                 device: str | None = None, *, methods=None, full_vocab: bool = False,
-                dtype: torch.dtype | str | None = None, head3_layer_ids: str = "inputs") -> Engine:
+                dtype: torch.dtype | str | None = None, head3_layer_ids: str = "inputs", warm: bool = True) -> Engine:
     """An Engine for `model` with the heads `methods` need.
 
     model       a hub id or a directory (None: the embedded SmolLM2-135M-Instruct), or a Target
@@ -52,6 +52,8 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
                 head's aux-layer ids count
     full_vocab  draft the EAGLE-1/2 head over the target's full vocabulary instead of its own
                 reduced draft vocabulary (verification always uses the full one)
+    warm        on CUDA, run every method once before returning (warm_up); False where no CUDA work
+                may run at load (a ZeroGPU Space loads outside its GPU calls, eagle_app/zerogpu.py)
     """
     optional3 = methods is None and head3 is None
     methods = METHODS if methods is None else tuple(methods)
@@ -70,7 +72,7 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
         if not (optional3 and not fits3(h3, target)):
             parts.update(head3=h3, head3_name=name3)
     engine = Engine(target, **parts)
-    if str(target.device).startswith("cuda"):
+    if warm and str(target.device).startswith("cuda"):
         warm_up(engine)
     return engine
 

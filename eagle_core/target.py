@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import kernels, lean
+from .hub import TARGET_FILES, local_dir
 from .paths import cache_root
 from .weights import fetch_default_gguf
 
@@ -279,8 +280,8 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
                 kind = "gguf (fetched, converted)"
             _convert_default(cache_dir, gguf_dir)
             path = cache_dir
-    else:
-        path = name
+    else:  # a directory, or a hub id fetched once (a gated repository or no network: a one-line message, at once)
+        path = local_dir(name, "target", patterns=TARGET_FILES)
     dtype = dtype or default_dtype(device, estimate_params(AutoConfig.from_pretrained(path)))
     tok = AutoTokenizer.from_pretrained(path)
     # on a GPU the weights load straight onto it (an 8B target never passes through host memory whole)

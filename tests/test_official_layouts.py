@@ -116,7 +116,7 @@ def test_qwen3_targets_decode_losslessly(seed, vocab):
 def test_a_head_named_by_hub_id(tmp_path):
     calls = []
 
-    def download(repo, allow_patterns=None):
+    def download(repo, allow_patterns=None, **kw):
         calls.append((repo, tuple(allow_patterns)))
         return str(tmp_path)
 
@@ -129,10 +129,10 @@ def test_a_head_named_by_hub_id(tmp_path):
     class GatedRepoError(Exception):
         pass
 
-    def gated(repo, allow_patterns=None):
+    def gated(repo, allow_patterns=None, **kw):
         raise GatedRepoError("401 Client Error")
 
-    def offline(repo, allow_patterns=None):
+    def offline(repo, allow_patterns=None, **kw):
         raise OSError("Temporary failure in name resolution")
 
     with pytest.raises(ValueError, match="HF_TOKEN"):

@@ -19,6 +19,7 @@ import threading
 import time
 
 import gradio as gr
+import torch
 
 from eagle_core.trace import tau
 
@@ -30,7 +31,7 @@ from ..tokens import readable_cycle, readable_run
 from ..traces import remove_tab_folder, save_trace
 from ..views import (SUMMARY, all_views, cleared_views, cycle_views, done_status, new_state, outputs, progress_line,
                      refuse, session_id, summary_views)
-from ..worker import ENGINE_THREAD, Worker, start_generation
+from ..worker import Worker, new_stepper, next_cycle
 from .flags import RUNS
 
 LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every tab
@@ -88,6 +89,22 @@ def wait_for_model(flag: threading.Event, lang: str = "en"):
     return MODEL.engine
 
 
+def ready_request(prompt, values, flag: threading.Event, lang: str = "en"):
+    """What Generate and Step do first: read the settings (a bad value is refused at once), then wait
+    for the model. Yields page updates (the refusal, the waiting lines, the stopped line); returns
+    (settings, engine), or None when the request was refused, stopped or there is no model."""
+    try:
+        settings = read_settings(prompt, values)
+    except ValueError as e:
+        yield refuse(e, lang)
+        return None
+    engine = yield from wait_for_model(flag, lang)
+    if engine is None:
+        yield outputs(model=MODEL.status(lang), status=APP("status.stopped_model", lang))
+        return None
+    return settings, engine
+
+
 def wait_in_line(ticket, flag: threading.Event, lang: str = "en"):
     """Yields the place in line until the ticket holds the decode slot; returns False if stopped."""
     last = 0.0
@@ -119,15 +136,10 @@ def generate(prompt, values: tuple, compare, state, run_id=None, lang="en", requ
 
 
 def _generate(prompt, values, compare, flag, sid, lang="en"):
-    try:
-        settings = read_settings(prompt, values)
-    except ValueError as e:
-        yield refuse(e, lang)
+    ready = yield from ready_request(prompt, values, flag, lang)
+    if ready is None:
         return
-    engine = yield from wait_for_model(flag, lang)
-    if engine is None:
-        yield outputs(model=MODEL.status(lang), status=APP("status.stopped_model", lang))
-        return
+    settings, engine = ready
     try:  # the one validation (with the context limit) and the one tokenization of this request
         prompt_ids = engine.check(prompt, settings)
     except ValueError as e:
@@ -143,6 +155,9 @@ def _generate(prompt, values, compare, flag, sid, lang="en"):
         if not (yield from wait_in_line(ticket, flag, lang)):
             if flag.reason != "replaced":  # a replaced run leaves the page to the run that replaced it
                 yield outputs(status=APP("status.stopped_line", lang))
+            return
+        if engine is not MODEL.engine:  # the model picker loaded another model while this request waited
+            yield outputs(model=MODEL.status(lang), status=APP("status.switched", lang))
             return
         t_slot = time.perf_counter()
         long = APP("status.long_prompt", lang, n=n_prompt) if n_prompt > 400 else ""
@@ -164,10 +179,21 @@ def _generate(prompt, values, compare, flag, sid, lang="en"):
         how = {k: ("how.you", {}) for k in ("eagle", "vanilla")}
         gr.Info(APP("status.stopped_kept", lang))
     state["note"] = ("note.timed", {"how": "note.live" if UI_INTERVAL_S > 0 else "note.quiet",
-                                    "threads": worker.threads or "?"})
+                                    "device": device_note(engine.target.device, worker.threads)})
     state["how"] = how  # so that the status line can be drawn again in the other language
     yield outputs(**all_views(state, lang), state=state, status=done_status(state, how, lang),
                   download=save_trace(state, sid), examples=None)
+
+
+def device_note(device, threads: int = 0) -> tuple:
+    """Where the timed runs ran, for the cards' note (an APP key and its fields): the GPU by its name on
+    CUDA, the CPU threads of the engine thread elsewhere."""
+    device = str(device)
+    if device.startswith("cuda"):
+        return ("device.cuda", {"name": torch.cuda.get_device_name(device)})
+    if device.startswith("mps"):
+        return ("device.mps", {})
+    return ("device.cpu", {"threads": threads or "?"})
 
 
 def starting_line(settings, n_runs: int, lang: str = "en") -> str:
@@ -222,14 +248,10 @@ def step(prompt, values: tuple, state, lang="en", request: gr.Request = None):
     run_id, flag = RUNS.get(sid, None)
     lang = lang if lang in ("en", "zh") else "en"
     try:
-        try:
-            settings = read_settings(prompt, values)
-        except ValueError as e:
-            yield refuse(e, lang)
+        ready = yield from ready_request(prompt, values, flag, lang)
+        if ready is None:
             return
-        engine = yield from wait_for_model(flag, lang)
-        if engine is None:
-            return
+        settings, engine = ready
         ticket = LINE.join(1)
         try:
             if not (yield from wait_in_line(ticket, flag, lang)):
@@ -243,28 +265,24 @@ def step(prompt, values: tuple, state, lang="en", request: gr.Request = None):
 
 
 def _step(engine, prompt, settings, state, sid, lang="en") -> tuple:
-    key = (prompt, settings)
+    key = (prompt, settings, id(engine))  # a switched model starts the Step run over
     fresh = state.get("stepper") is None or state.get("step_key") != key
     if fresh:  # a click that continues a run has the settings this check passed: no check again
         try:
             prompt_ids = engine.check(prompt, settings)
         except ValueError as e:
             return refuse(e, lang)
-        gen = start_generation(engine, prompt, settings, None, prompt_ids)
         state = new_state(title=prompt[:60])
-        state.update(stepper=(gen, iter(gen)), step_key=key)
-    gen, it = state["stepper"]
+        state.update(stepper=new_stepper(engine, prompt, settings, prompt_ids), step_key=key)
     tok = engine.target.tokenizer
-    rec = ENGINE_THREAD.submit(next, it, None).result()  # all torch work on the engine thread
+    rec, finished = next_cycle(state["stepper"], len(state["cycles"]))
     if rec is not None:
         state["cycles"].append(readable_cycle(rec, tok))
-        if gen.ending is not None:  # that was the last cycle: finish on this click, not on one more
-            ENGINE_THREAD.submit(next, it, None).result()
-    if gen.run is None:
+    if finished is None:
         status = APP("status.step", lang, n=len(state["cycles"]), tau=tau(state["cycles"]))
     else:
         kind = "vanilla" if settings.method == "vanilla" else "eagle"
-        run = readable_run(gen.run, tok)
+        run = readable_run(finished, tok)
         state.update({kind: run, "stepper": None, "step_key": None, "cycles": list(run.cycles),
                       "note": ("status.step_note", {})})
         status = APP("status.step_done", lang) + done_status(state, lang=lang)

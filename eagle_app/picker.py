@@ -1,0 +1,92 @@
+"""The model picker: the public target / head pairs of eagle_app/pairs.py, offered where torch sees a
+CUDA GPU (hidden on a CPU and on ZeroGPU; on a shared Space only when its operator allows it:
+pairs.picker_shown). A switch changes the model for every user of the app, so the button says so,
+waits for the decode slot (a running decode finishes first), lets the old model go, and shows the
+load's progress. A gated target without a token is refused before anything is unloaded.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import gradio as gr
+
+from eagle_core.hub import GATED_HINT
+
+from . import pairs
+from .callbacks.decoding import LINE
+from .i18n import APP, L
+from .model import MODEL
+
+
+def expected_load_s(pair: pairs.Pair) -> float:
+    """A rough guess of a first load (download at ~100 MB/s, then onto the GPU), for the progress bar only."""
+    return 20 + 12 * pair.weights_gb
+
+
+def describe(key: str) -> str:
+    """The picked pair's facts, as the picker shows them under the list."""
+    p = pairs.BY_KEY.get(key)
+    if p is None:
+        return ""
+    heads = ", ".join(h for h in (p.head, p.head3) if h) or "the shipped heads"
+    lines = [f"**{p.target or 'SmolLM2-135M-Instruct (embedded)'}** with {heads} · ~{p.weights_gb:g} GB of weights"
+             + (" · gated: needs HF_TOKEN" if p.gated else ""), f"Checked: {p.facts}.", "Sources: " + "; ".join(p.sources)]
+    return "\n\n".join(lines)
+
+
+def load_pair(key: str, lang: str = "en", progress=gr.Progress()):
+    """The button: yields (model line, picker status) until the picked pair is loaded, or says why not."""
+    lang = lang if lang in ("en", "zh") else "en"
+    pair = pairs.BY_KEY.get(key)
+    if pair is None:
+        yield gr.skip(), APP("pick.unknown", lang, pair=key)
+        return
+    if not pairs.picker_shown():  # checked here too: the page hides it, a caller of the API may not
+        yield gr.skip(), APP("pick.off", lang)
+        return
+    if pairs.gated_without_token(pair):
+        yield gr.skip(), APP("pick.gated", lang, target=pair.target, hint=GATED_HINT)
+        return
+    MODEL.start()
+    while not MODEL.ready.wait(0.5):  # the first load, still under way
+        yield MODEL.status(lang), APP("status.waiting_model", lang)
+    ticket = LINE.join(1)
+    try:
+        while not LINE.wait(ticket, 0.25):
+            progress(0.0, desc=APP("pick.waiting", lang))
+            yield gr.skip(), APP("pick.waiting", lang)
+        MODEL.switch(pair.target, pair.head, pair.head3, pair.layer_ids, pair.methods)
+        t0 = time.perf_counter()
+        while not MODEL.ready.wait(0.5):
+            s = time.perf_counter() - t0
+            line = APP("pick.loading", lang, pair=pair.key, s=s)
+            progress(1 - math.exp(-s / expected_load_s(pair)), desc=line)
+            yield MODEL.status(lang), line
+    finally:
+        LINE.leave(ticket)
+    if MODEL.engine is None:
+        yield MODEL.status(lang), APP("pick.failed", lang, pair=pair.key, err=MODEL.error)
+    else:
+        yield MODEL.status(lang), APP("pick.done", lang, pair=pair.key, s=MODEL.load_s)
+
+
+def panel(c: dict) -> None:
+    """The picker's widgets, into `c` by name (inside layout.build's Blocks); hidden unless pairs.picker_shown()."""
+    shown = pairs.picker_shown()
+    with gr.Accordion(L("Model (GPU): public target and EAGLE head pairs"), open=False, visible=shown,
+                      elem_id="eg-picker") as c["pick_box"]:
+        gr.Markdown(L("Loading a pair changes the model for **everyone** using this app; a running decode "
+                      "finishes first. The first load downloads the weights (4-16 GB)."))
+        c["pick"] = gr.Dropdown([p.key for p in pairs.PAIRS], value=pairs.DEFAULT.key, label=L("Pair"),
+                                elem_id="eg-pick")
+        c["pick_facts"] = gr.Markdown(describe(pairs.DEFAULT.key))
+        c["pick_btn"] = gr.Button(L("Load for everyone"), elem_id="eg-pick-load")
+        c["pick_status"] = gr.Markdown(elem_id="eg-pick-status")
+
+
+def wire(c: dict) -> None:
+    """The picker's events: the facts follow the choice; the load is queued with the decode events."""
+    c["pick"].change(describe, c["pick"], c["pick_facts"], api_visibility="private")
+    c["pick_btn"].click(load_pair, [c["pick"], c["lang"]], [c["model"], c["pick_status"]], concurrency_limit=16,
+                        concurrency_id="decode", api_visibility="private")

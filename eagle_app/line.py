@@ -6,9 +6,12 @@ import os
 import threading
 import time
 
+from .zerogpu import on_zerogpu
+
 # A shared Space has one decode slot: bound what one request can hold it for. Each decode (EAGLE,
 # then vanilla) stops after this many seconds; vanilla then decodes as many tokens as EAGLE did.
-RUN_BUDGET_S = float(os.environ.get("EAGLE_APP_RUN_BUDGET_S", "60"))
+# On ZeroGPU each Generate asks for the GPU for 2 x this + 15 s of a visitor's few daily minutes: 20 s.
+RUN_BUDGET_S = float(os.environ.get("EAGLE_APP_RUN_BUDGET_S", "20" if on_zerogpu() else "60"))
 # Fair share: while somebody waits in line behind a run, each of its decodes stops after this many
 # seconds instead (a class of thirty sharing one slot should not wait behind 512-token runs).
 FAIR_BUDGET_S = float(os.environ.get("EAGLE_APP_FAIR_BUDGET_S", "20"))

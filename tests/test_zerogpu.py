@@ -153,3 +153,20 @@ def test_off_zerogpu_the_decorator_is_not_applied(tmp_path):
 def test_zerogpu_is_detected_as_spaces_does(value, expected):
     assert zerogpu.on_zerogpu({"SPACES_ZERO_GPU": value}) is expected
     assert zerogpu.on_zerogpu({}) is False
+
+
+def test_run_budget_is_shorter_on_zerogpu_unless_set():
+    """On ZeroGPU a Generate asks for 2 x the run budget + 15 s of a visitor's daily GPU minutes."""
+    code = "from eagle_app import line; print(line.RUN_BUDGET_S)"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def budget(**env):
+        base = {k: v for k, v in os.environ.items() if k not in ("SPACES_ZERO_GPU", "EAGLE_APP_RUN_BUDGET_S")}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                             env={**base, **env}, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return float(out.stdout.strip().splitlines()[-1])
+
+    assert budget() == 60.0
+    assert budget(SPACES_ZERO_GPU="true") == 20.0
+    assert budget(SPACES_ZERO_GPU="true", EAGLE_APP_RUN_BUDGET_S="45") == 45.0

@@ -307,7 +307,7 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     # a run stopped after its first step, exported, and carried on in a "later session" from the export
     main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "a"), "--eval-every", "1", "--max-minutes", "1e-9"])
     meta = json.load(open(tmp_path / "a" / "head3" / "config.json"))["eagle_explainer"]
-    assert meta["run_state"]["step"] == 1 and meta["run_state"]["batch"] == 1
+    assert meta["run_state"]["step"] == 1 and meta["run_state"]["batch"] == 1 and meta["run_state"]["cpu"] > 0
     main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "b"), "--eval-every", "1",
           "--init", str(tmp_path / "a" / "head3"), "--continue"])
     rest = [r for r in map(json.loads, open(tmp_path / "b" / "log3.jsonl")) if "top1" in r]

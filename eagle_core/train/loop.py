@@ -263,4 +263,5 @@ def holdout_sets(hold: list[dict]) -> dict[str, list[dict]]:
 def holdout_record(epoch_end: int, state: dict, ev: dict[str, dict]) -> dict:
     """One log line of held-out results per set: the "all" set's keys plain, the others suffixed."""
     return {"epoch_end": epoch_end, "step": state["step"], "elapsed_s": round(state["elapsed"], 1),
+            **({"cpu_s": round(state["cpu"], 1)} if "cpu" in state else {}),
             **{f"{k}_{name}" if name != "all" else k: v for name, e in ev.items() for k, v in e.items()}}

@@ -216,10 +216,23 @@ APP = Strings({
     "blank.mask": ("Tree-attention mask", "树注意力掩码"),
     "slider.of": ("Cycle (of {n})", "轮次（共 {n} 轮）"),
     # the model's line (model.py)
-    "model.ready": ("**Model ready** (loaded in {s:.1f} s): {model} · EAGLE head: {head}{warn}",
-                    "**模型已就绪**（加载用时 {s:.1f} 秒）：{model} · EAGLE 头：{head}{warn}"),
-    "model.untrained": (" — untrained, so expect τ ≈ 1 (still exact, not faster)",
-                        " —— 未训练，因此预计 τ ≈ 1（依然精确，只是不会更快）"),
+    "model.ready": ("**Model ready:** {model} {where}, loaded in {s:.1f} s · **draft head:** {head} "
+                    "<span class=\"eg-more\" title=\"{title}\">{more}</span>",
+                    "**模型已就绪：**{model}，{where}，加载用时 {s:.1f} 秒 · **草稿头：**{head} "
+                    "<span class=\"eg-more\" title=\"{title}\">{more}</span>"),
+    "model.more": ("(details)", "（详情）"),
+    "model.details": ("{target} · heads: {heads} · loaded in {s:.1f} s",
+                      "{target} · 草稿头：{heads} · 加载用时 {s:.1f} 秒"),
+    "model.on_cpu": ("on this CPU", "运行在本机 CPU 上"),
+    "model.on_cuda": ("on the GPU", "运行在 GPU 上"),
+    "model.on_mps": ("on the Mac's GPU", "运行在 Mac 的 GPU 上"),
+    "model.on_other": ("on {device}", "运行在 {device} 上"),
+    "model.ours": (", trained by this project", "，由本项目训练"),
+    "model.yours": (", loaded from your folder", "，从你指定的位置加载"),
+    "model.and": (" and ", " 和 "),
+    "model.no_head": ("none (vanilla decoding only)", "无（只能普通解码）"),
+    "model.untrained": (", untrained, so expect τ ≈ 1 (still exact, not faster)",
+                        "，未训练，因此预计 τ ≈ 1（依然精确，只是不会更快）"),
     "model.failed": ("**Model failed to load:** {err}. Saved traces still replay.",
                      "**模型加载失败：**{err}。保存的轨迹仍可回放。"),
     "model.loading": ("**Loading the model…**{since} — meanwhile explore the example trace below; Generate will wait "

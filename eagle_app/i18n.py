@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 
 from eagle_core import METHOD_LABELS, PRESETS
+from viz.hardware import TEXT as HARDWARE
 from viz.i18n import Strings, lang_of  # noqa: F401  (lang_of: re-exported for the callbacks)
 
 PRESET_NAMES = (("readable tree", "易读的树", "explain"), ("fastest on a 2-core CPU", "双核 CPU 上最快", "cpu"),
@@ -72,6 +73,8 @@ ZH = {
     "Example traces": "示例轨迹",
     # the switch itself
     "Language": "语言",
+    # the hardware lesson's title and button (eagle_app/hardware.py; its other words are drawn by callbacks)
+    **{HARDWARE(k): HARDWARE(k, "zh") for k in ("panel", "button")},
 }
 USED: set[str] = set()  # every text layout.py wrapped (tests: each one has its Chinese)
 

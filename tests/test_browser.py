@@ -13,11 +13,8 @@ import tempfile
 
 import pytest
 
-from tests.app_fixtures import free_port, illustration, launched_app
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from tests.app_fixtures import CHROMIUM, free_port, illustration, launched_app
+from tests.app_fixtures import CHROMIUM_ARGS as ARGS
 SHOTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "screenshots")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing: apt-get install -y chromium")

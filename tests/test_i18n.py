@@ -164,8 +164,13 @@ def chinese_page(page):
     expect(page.locator("#eg-caption")).to_contain_text("轮（共", timeout=30_000)
     expect(page.locator("#eg-status")).to_contain_text("正在回放")
     expect(page.locator("#eg-comparison")).to_contain_text("加速比")
+    expect(page.locator("#eg-model")).to_contain_text("模型已就绪")  # the model line in plain words
     page.get_by_role("tab", name="学习").click()
     expect(page.locator(".eg-learn")).to_contain_text("EAGLE 起草的是特征")
+    expect(page.locator("#eg-hardware")).to_contain_text("为什么草稿树的大小取决于硬件")  # the hardware panel
+    page.locator("#eg-hardware").get_by_text("为什么草稿树的大小取决于硬件").click()
+    expect(page.locator("#eg-hw-measure")).to_have_text("测量本机")
+    expect(page.locator("#eg-hw-status")).to_contain_text("记录的")
     page.get_by_role("tab", name="解码").click()
     page.locator("#eg-generate").click()  # a refusal from a callback, in Chinese
     expect(page.locator("#eg-status")).to_contain_text("提示词是空的", timeout=30_000)

@@ -120,3 +120,19 @@ def test_a_waiting_run_hears_the_fair_share_rule():
         list(gen)
     finally:
         cb.LINE.leave(other)
+
+
+def test_a_run_that_held_the_slot_gives_memory_back_when_it_leaves(monkeypatch):
+    """glibc keeps freed pages: the line trims the C heap after each run (not after a waiting run leaves)."""
+    import eagle_app.line as line_module
+
+    calls = []
+    monkeypatch.setattr(line_module, "give_back_memory", lambda: calls.append(1))
+    line = DecodeLine(rate=10.0)
+    held, waiting = line.join(10), line.join(10)
+    line.leave(waiting)
+    assert calls == []
+    line.leave(held, tokens=10, seconds=1.0)
+    assert calls == [1]
+    monkeypatch.undo()
+    line_module.give_back_memory()  # and the real one runs anywhere (a no-op without glibc)

@@ -219,13 +219,13 @@ APP = Strings({
     "blank.mask": ("Tree-attention mask", "树注意力掩码"),
     "slider.of": ("Cycle (of {n})", "轮次（共 {n} 轮）"),
     # the model's line (model.py)
-    "model.ready": ("**Model ready:** {model} {where}, loaded in {s:.1f} s · **draft head:** {head} "
+    "model.ready": ("**Model ready:** {model} {where}{loaded} · **draft head:** {head} "
                     "<span class=\"eg-more\" title=\"{title}\">{more}</span>",
-                    "**模型已就绪：**{model}，{where}，加载用时 {s:.1f} 秒 · **草稿头：**{head} "
+                    "**模型已就绪：**{model}，{where}{loaded} · **草稿头：**{head} "
                     "<span class=\"eg-more\" title=\"{title}\">{more}</span>"),
+    "model.loaded": (", loaded in {s:.1f} s", "，加载用时 {s:.1f} 秒"),
     "model.more": ("(details)", "（详情）"),
-    "model.details": ("{target} · heads: {heads} · loaded in {s:.1f} s",
-                      "{target} · 草稿头：{heads} · 加载用时 {s:.1f} 秒"),
+    "model.details": ("{target} · heads: {heads}", "{target} · 草稿头：{heads}"),
     "model.on_cpu": ("on this CPU", "运行在本机 CPU 上"),
     "model.on_cuda": ("on the GPU", "运行在 GPU 上"),
     "model.on_mps": ("on the Mac's GPU", "运行在 Mac 的 GPU 上"),

@@ -83,10 +83,11 @@ def model_line(engine: Engine, load_s: float, lang: str = "en") -> str:
         who = APP("model.ours" if all(n in SHIPPED for _, n in heads) else "model.yours", lang)
         head = APP("model.and", lang).join(label for label, _ in heads) + who
     details = APP("model.details", lang, target=t.describe(), heads="; ".join(f"{label}: {n}" for label, n in heads)
-                  or APP("model.no_head", lang), s=load_s)
-    return APP("model.ready", lang, model=name, where=APP(f"model.on_{device}" if device in ("cpu", "cuda", "mps")
-                                                            else "model.on_other", lang, device=device),
-               s=load_s, head=head, title=html.escape(details, quote=True), more=APP("model.more", lang))
+                  or APP("model.no_head", lang))
+    where = APP(f"model.on_{device}" if device in ("cpu", "cuda", "mps") else "model.on_other", lang, device=device)
+    loaded = APP("model.loaded", lang, s=load_s) if load_s > 0 else ""  # 0: an engine installed ready-made (tests)
+    return APP("model.ready", lang, model=name, where=where, loaded=loaded, head=head,
+               title=html.escape(details, quote=True), more=APP("model.more", lang))
 
 
 def model_from_env() -> ModelHolder:

@@ -2,7 +2,9 @@
 machine (eagle_core.bench.hardware.measure) while holding the decode slot, on the engine thread,
 with a progress bar; then the predicted speedup per tree, measured here vs a flat-verification
 (GPU) illustration. Before a measurement it shows the recorded one from the docs, labelled so.
-Its words are viz.hardware.TEXT."""
+Its words are viz.hardware.TEXT, in the tab's language: the accordion's title and the button through
+Gradio's i18n (eagle_app/i18n.py ZH), the rest drawn by the callbacks (`redraw` on the language switch,
+from this tab's last measurement, kept in a gr.State)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +17,7 @@ from eagle_core.bench.hardware import RECORDED, lesson, load_tau_table, measure
 from viz.hardware import TEXT, hardware_figure, hardware_markdown
 
 from .callbacks.decoding import LINE
+from .i18n import L, lang_of
 from .model import MODEL
 from .worker import ENGINE_THREAD
 
@@ -24,7 +27,7 @@ SLOT_S = 60.0  # how long the measurement holds the decode slot, for the line's 
 
 def recorded_views(lang: str = LANG, path: str = RECORDED):
     """(figure, table Markdown, status) of the recorded measurement, or a blank figure without one."""
-    T = TEXT[lang]
+    T = TEXT.table(lang)
     try:
         with open(path, encoding="utf-8") as f:
             m = json.load(f)
@@ -46,15 +49,16 @@ def _timed(engine, trees, state):
 
 
 def measure_machine(lang: str = LANG, progress=gr.Progress()):
-    """The button: wait for the model and the decode slot, time this machine, draw the lesson."""
-    T = TEXT[lang]
+    """The button: wait for the model and the decode slot, time this machine, draw the lesson.
+    -> (figure, table, status, the measurement or None)."""
+    T = TEXT.table(lang)
     MODEL.start()
     while not MODEL.ready.wait(0.5):
-        progress(0.0, desc=MODEL.status().replace("**", ""))
+        progress(0.0, desc=MODEL.status(lang).split("<span")[0].replace("**", ""))
     engine = MODEL.engine
     if engine is None or engine.drafter is None:
         fig, md, _ = recorded_views(lang)
-        return fig, md, T["no_model"].format(error=MODEL.error or "no EAGLE head")
+        return fig, md, T["no_model"].format(error=MODEL.error or "no EAGLE head"), None
     table = load_tau_table()
     ticket = LINE.join(int(SLOT_S * LINE.rate))
     try:
@@ -68,33 +72,49 @@ def measure_machine(lang: str = LANG, progress=gr.Progress()):
         m = job.result()
     except Exception as e:  # shown in the panel's status line, never a traceback in the page
         fig, md, _ = recorded_views(lang)
-        return fig, md, T["failed"].format(error=f"{type(e).__name__}: {e}")
+        return fig, md, T["failed"].format(error=f"{type(e).__name__}: {e}"), None
     finally:
         LINE.leave(ticket)
+    return (*measured_views(m, table, lang), m)
+
+
+def measured_views(m: dict, table: dict, lang: str = LANG):
+    """(figure, table Markdown, status) of a measurement made here."""
     res = lesson(m, table)
-    status = T["done"].format(seconds=m["seconds"], device=m["hardware"], threads=m["threads"], target=m["target"])
+    status = TEXT("done", lang, seconds=m["seconds"], device=m["hardware"], threads=m["threads"], target=m["target"])
     return hardware_figure(res, m["hardware"], lang), hardware_markdown(m, res, table, lang), status
 
 
-def on_measure(progress=gr.Progress()):
-    return measure_machine(LANG, progress)
+def on_measure(lang: str = LANG, progress=gr.Progress()):
+    return measure_machine(lang_of(lang), progress)
+
+
+def redraw(lang: str, measured: dict | None):
+    """The language switch (and the page load): the panel's texts again in `lang`, with this tab's
+    own measurement if it made one, else the recorded one."""
+    lang = lang_of(lang)
+    views = measured_views(measured, load_tau_table(), lang) if measured else recorded_views(lang)
+    return (TEXT("intro", lang), TEXT("why", lang), *views)
 
 
 def panel(c: dict, lang: str = LANG) -> None:
     """The panel's widgets, into `c` by name (called inside layout.build's Blocks)."""
-    T = TEXT[lang]
     fig, md, status = recorded_views(lang)
-    with gr.Accordion(T["panel"], open=False, elem_id="eg-hardware"):
-        gr.Markdown(T["intro"])
-        c["hw_btn"] = gr.Button(T["button"], variant="primary", elem_id="eg-hw-measure")
+    with gr.Accordion(L(TEXT("panel")), open=False, elem_id="eg-hardware"):
+        c["hw_intro"] = gr.Markdown(TEXT("intro", lang))
+        c["hw_btn"] = gr.Button(L(TEXT("button")), variant="primary", elem_id="eg-hw-measure")
         c["hw_status"] = gr.Markdown(status, elem_id="eg-hw-status")
-        c["hw_plot"] = gr.Plot(fig, show_label=False, label=T["panel"], elem_id="eg-hw-plot")
-        gr.Markdown(T["why"])
+        c["hw_plot"] = gr.Plot(fig, show_label=False, label=TEXT("panel"), elem_id="eg-hw-plot")
+        c["hw_why"] = gr.Markdown(TEXT("why", lang))
         c["hw_table"] = gr.Markdown(md, elem_id="eg-hw-table")
+        c["hw_run"] = gr.State(None)  # this tab's last measurement, for redrawing in another language
 
 
 def wire(c: dict) -> None:
-    """The button's event: queued with the decode events (the slot itself is decoding.LINE)."""
-    c["hw_btn"].click(on_measure, None,
-                      [c["hw_plot"], c["hw_table"], c["hw_status"]], concurrency_limit=16,
-                      concurrency_id="decode", api_visibility="private")
+    """The button's event: queued with the decode events (the slot itself is decoding.LINE); the
+    language switch redraws the panel (`redraw`)."""
+    c["hw_btn"].click(on_measure, c["lang"], [c["hw_plot"], c["hw_table"], c["hw_status"], c["hw_run"]],
+                      concurrency_limit=16, concurrency_id="decode", api_visibility="private")
+    c["lang"].change(redraw, [c["lang"], c["hw_run"]],
+                     [c["hw_intro"], c["hw_why"], c["hw_plot"], c["hw_table"], c["hw_status"]],
+                     api_visibility="private")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 
 from eagle_core import METHOD_LABELS, PRESETS
+from viz.hardware import TEXT as HARDWARE
 from viz.i18n import Strings, lang_of  # noqa: F401  (lang_of: re-exported for the callbacks)
 
 PRESET_NAMES = (("readable tree", "易读的树", "explain"), ("fastest on a 2-core CPU", "双核 CPU 上最快", "cpu"),
@@ -78,6 +79,8 @@ ZH = {
     "load downloads the weights (4-16 GB).": "加载一个组合会为本应用的**所有**用户更换模型；正在进行的解码会先完成。"
     "首次加载需要下载权重（4-16 GB）。",
     "Pair": "组合", "Load for everyone": "为所有人加载",
+    # the hardware lesson's title and button (eagle_app/hardware.py; its other words are drawn by callbacks)
+    **{HARDWARE(k): HARDWARE(k, "zh") for k in ("panel", "button")},
 }
 USED: set[str] = set()  # every text layout.py wrapped (tests: each one has its Chinese)
 
@@ -222,10 +225,23 @@ APP = Strings({
     "blank.mask": ("Tree-attention mask", "树注意力掩码"),
     "slider.of": ("Cycle (of {n})", "轮次（共 {n} 轮）"),
     # the model's line (model.py)
-    "model.ready": ("**Model ready** (loaded in {s:.1f} s): {model} · EAGLE head: {head}{warn}",
-                    "**模型已就绪**（加载用时 {s:.1f} 秒）：{model} · EAGLE 头：{head}{warn}"),
-    "model.untrained": (" — untrained, so expect τ ≈ 1 (still exact, not faster)",
-                        " —— 未训练，因此预计 τ ≈ 1（依然精确，只是不会更快）"),
+    "model.ready": ("**Model ready:** {model} {where}{loaded} · **draft head:** {head} "
+                    "<span class=\"eg-more\" title=\"{title}\">{more}</span>",
+                    "**模型已就绪：**{model}，{where}{loaded} · **草稿头：**{head} "
+                    "<span class=\"eg-more\" title=\"{title}\">{more}</span>"),
+    "model.loaded": (", loaded in {s:.1f} s", "，加载用时 {s:.1f} 秒"),
+    "model.more": ("(details)", "（详情）"),
+    "model.details": ("{target} · heads: {heads}", "{target} · 草稿头：{heads}"),
+    "model.on_cpu": ("on this CPU", "运行在本机 CPU 上"),
+    "model.on_cuda": ("on the GPU", "运行在 GPU 上"),
+    "model.on_mps": ("on the Mac's GPU", "运行在 Mac 的 GPU 上"),
+    "model.on_other": ("on {device}", "运行在 {device} 上"),
+    "model.ours": (", trained by this project", "，由本项目训练"),
+    "model.yours": (", loaded from your folder", "，从你指定的位置加载"),
+    "model.and": (" and ", " 和 "),
+    "model.no_head": ("none (vanilla decoding only)", "无（只能普通解码）"),
+    "model.untrained": (", untrained, so expect τ ≈ 1 (still exact, not faster)",
+                        "，未训练，因此预计 τ ≈ 1（依然精确，只是不会更快）"),
     "model.failed": ("**Model failed to load:** {err}. Saved traces still replay.",
                      "**模型加载失败：**{err}。保存的轨迹仍可回放。"),
     "model.loading": ("**Loading the model…**{since} — meanwhile explore the example trace below; Generate will wait "

@@ -31,6 +31,7 @@ CSS = """
 .eg-learn p,.eg-learn li{font-size:17px;line-height:1.6}
 .eg-learn table{display:block;overflow-x:auto;max-width:100%}
 .eg-learn th,.eg-learn td{white-space:nowrap}
+#eg-model .eg-more{text-decoration:underline dotted;cursor:help;color:#555}
 """
 THEME = gr.themes.Soft(primary_hue="blue", neutral_hue="slate", font=[gr.themes.Font(f) for f in ("system-ui", "Segoe UI", "Roboto", "sans-serif")],
                        font_mono=[gr.themes.Font(f) for f in ("ui-monospace", "Menlo", "Consolas", "monospace")])

@@ -2,6 +2,8 @@
 place and expected wait, and the time limits of one request's hold on the slot. No torch, no gradio."""
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import threading
 import time
@@ -90,8 +92,31 @@ class DecodeLine:
         Removes exactly this ticket; leaving twice is harmless."""
         with self._cv:
             i = self._index(ticket)
+            ran = i is not None and self._line[i].since is not None
             if i is not None:
                 del self._line[i]
             if tokens and seconds > 0.5:
                 self.rate = 0.7 * self.rate + 0.3 * tokens / seconds
             self._grant()
+        if ran:
+            give_back_memory()
+
+
+def _libc_trim():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to do
+        return None
+
+
+_TRIM = _libc_trim()
+
+
+def give_back_memory() -> None:
+    """Return the C heap's free pages to the system after a run (glibc's malloc_trim; a no-op
+    elsewhere). glibc keeps freed pages in its arenas: without this, the server's RSS stayed
+    214 MB higher through 100 runs (freed while the model loaded and while runs decoded, never
+    returned). Takes well under a millisecond; it does not change the per-run slope
+    (docs/app.md, "Memory and temporary files")."""
+    if _TRIM is not None:
+        _TRIM(0)

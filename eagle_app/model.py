@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import html
 import os
 import threading
 import time
@@ -11,6 +12,8 @@ from concurrent.futures import Future
 import torch
 
 from eagle_core import Engine, load_engine
+from eagle_core.default_head import DEFAULT_HEAD3_DIR, DEFAULT_HEAD_DIR
+from eagle_core.target import DEFAULT_HUB_ID, DEFAULT_MODEL
 
 from . import zerogpu
 from .i18n import APP
@@ -80,15 +83,38 @@ class ModelHolder:
 
     def status(self, lang: str = "en") -> str:
         if self.engine is not None:
-            t = self.engine.target
-            head = self.engine.head_name or "none"
-            warn = APP("model.untrained", lang) if "random" in head else ""
-            return APP("model.ready", lang, s=self.load_s, model=t.describe(), head=head, warn=warn)
+            return model_line(self.engine, self.load_s, lang)
         if self.error:
             return APP("model.failed", lang, err=self.error)
         if self._job is None:
             return APP("model.loading", lang, since="")
         return APP("model.loading", lang, since=APP("model.since", lang, s=time.perf_counter() - self.t0))
+
+
+SHIPPED = {os.path.relpath(d, os.path.dirname(os.path.dirname(DEFAULT_HEAD_DIR))) for d in (DEFAULT_HEAD_DIR, DEFAULT_HEAD3_DIR)}
+
+
+def model_line(engine: Engine, load_s: float, lang: str = "en") -> str:
+    """The model's line in plain words ("SmolLM2-135M-Instruct on this CPU, ready in 4 s · draft head:
+    EAGLE-2, trained by this project"), the technical details (parameters, dtype, kernels, head
+    paths) in a hover: the element's title, shown by the browser on hover, and read by screen readers."""
+    t = engine.target
+    name = DEFAULT_HUB_ID.split("/")[-1] if t.name == DEFAULT_MODEL else os.path.basename(str(t.name).rstrip("/"))
+    device = str(t.device).split(":")[0]
+    heads = [(label, n) for label, n in (("EAGLE-2", engine.head_name), ("EAGLE-3", engine.head3_name)) if n]
+    if not heads:
+        head = APP("model.no_head", lang)
+    elif any("random" in n for _, n in heads):
+        head = " + ".join(label for label, _ in heads) + APP("model.untrained", lang)
+    else:
+        who = APP("model.ours" if all(n in SHIPPED for _, n in heads) else "model.yours", lang)
+        head = APP("model.and", lang).join(label for label, _ in heads) + who
+    details = APP("model.details", lang, target=t.describe(), heads="; ".join(f"{label}: {n}" for label, n in heads)
+                  or APP("model.no_head", lang))
+    where = APP(f"model.on_{device}" if device in ("cpu", "cuda", "mps") else "model.on_other", lang, device=device)
+    loaded = APP("model.loaded", lang, s=load_s) if load_s > 0 else ""  # 0: an engine installed ready-made (tests)
+    return APP("model.ready", lang, model=name, where=where, loaded=loaded, head=head,
+               title=html.escape(details, quote=True), more=APP("model.more", lang))
 
 
 def model_from_env() -> ModelHolder:

@@ -1,10 +1,16 @@
 """The Traces tab's callbacks: save this tab's run for download, load one back (an upload or a
 shipped example) with every view working and no model. Downloads are one file per tab in
 TRACE_DIR (this process's folder, removed at exit); an upload is deleted once read.
+
+Temporary files stay bounded: Gradio serves a download from its own cache (GRADIO_TEMP_DIR, a
+copy per file content), so a tab's new download removes both its previous file and Gradio's copy
+of it, and a closed tab removes both. Tabs that never close (API clients: no unload event) lose
+their folder after KEEP_S or when more than KEEP_TABS tabs have one (the oldest first).
 """
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import gradio as gr
@@ -18,6 +24,8 @@ from .tempfiles import trace_dir
 from .views import all_views, new_state, outputs, session_id
 
 TRACE_DIR = trace_dir()
+KEEP_S = 3600.0  # a tab's download lives this long without a new run: Gradio's own cache age (layout.py delete_cache)
+KEEP_TABS = 256  # and at most this many tabs have one
 
 
 def tab_folder(sid: str) -> str:
@@ -33,9 +41,9 @@ def save_trace(state: dict, sid: str):
     if state.get("source"):
         return gr.DownloadButton(value=state["source"], interactive=True)
     folder = tab_folder(sid)
+    remove_tab_folder(sid)
+    prune_tab_folders()
     os.makedirs(folder, exist_ok=True)
-    for old in os.listdir(folder):
-        os.remove(os.path.join(folder, old))
     path = os.path.join(folder, f"eagle-trace-{time.strftime('%Y%m%d-%H%M%S')}.json")
     with open(path, "w", encoding="utf-8") as f:
         f.write(viz.bundle_to_json(state["eagle"], state["vanilla"], title=state.get("title", "")))
@@ -43,12 +51,51 @@ def save_trace(state: dict, sid: str):
 
 
 def remove_tab_folder(sid: str) -> None:
-    """A closed tab: its download goes, and its folder."""
-    folder = tab_folder(sid)
-    if os.path.isdir(folder):
-        for name in os.listdir(folder):
-            os.remove(os.path.join(folder, name))
-        os.rmdir(folder)
+    """A closed tab (or its next download): its download goes, Gradio's cached copy of it, and its folder."""
+    _remove_folder(tab_folder(sid))
+
+
+def _remove_folder(folder: str) -> None:
+    """(Two tabs may prune at once: a file another call removed first is no error.)"""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        try:
+            _remove_cached_copy(os.path.join(folder, name))
+        except OSError:
+            pass
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove_cached_copy(path: str) -> None:
+    """Gradio's copy of a served file: <its cache>/<hash of the content>/<name> (gradio 6.31's
+    processing_utils.save_file_to_cache, pinned in requirements.txt)."""
+    from gradio.processing_utils import hash_file
+    from gradio.utils import get_upload_folder
+
+    copy_dir = os.path.join(get_upload_folder(), hash_file(path))
+    copy = os.path.join(copy_dir, os.path.basename(path))
+    if os.path.isfile(copy):
+        os.remove(copy)
+        if not os.listdir(copy_dir):
+            os.rmdir(copy_dir)
+
+
+def prune_tab_folders(now: float | None = None) -> None:
+    """Folders of tabs that made no download for KEEP_S, and the oldest beyond KEEP_TABS, are removed."""
+    now = time.time() if now is None else now
+    folders = []
+    for name in os.listdir(TRACE_DIR):
+        try:
+            folders.append((os.path.getmtime(os.path.join(TRACE_DIR, name)), os.path.join(TRACE_DIR, name)))
+        except OSError:  # removed meanwhile
+            pass
+    folders.sort()
+    for i, (mtime, path) in enumerate(folders):
+        if now - mtime > KEEP_S or len(folders) - i > KEEP_TABS:
+            _remove_folder(path)
 
 
 def load_trace(path, title="", source=None, request: gr.Request = None, lang: str = "en") -> tuple:

@@ -1,7 +1,13 @@
-"""Shared helpers for the app and viz tests: hand-made traces, no model needed."""
+"""Shared helpers for the app and viz tests: hand-made traces (no model needed), the default
+engine, the launched app, driving the callbacks as Gradio does, and the browser's settings."""
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
 
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DraftNode, Run
 from tests.illustration import illustration_runs
@@ -73,3 +79,62 @@ class launched_app:
 
     def __exit__(self, *exc):
         self.demo.close()
+
+
+# ---------------------------------------------------------------------- driving the callbacks (no server)
+@pytest.fixture(scope="module")
+def engine():
+    """The default engine installed as the app's model (import it into a test module, with autouse below)."""
+    from eagle_app.callbacks import decoding as cb
+
+    e = default_engine()
+    cb.MODEL.set_engine(e)
+    return e
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _app_model(engine):
+    return engine
+
+
+def req(name: str):
+    """What Gradio passes as the request: only the session (the tab) matters to the callbacks."""
+    return SimpleNamespace(session_hash=name)
+
+
+def start_generate(prompt: str, session: str, settings: dict, compare: bool = True):
+    """The Generate click as the page sends it: arm (the tab's new run id), then the generate callback."""
+    from eagle_app import views as av
+    from eagle_app.callbacks import decoding as cb
+
+    run_id = cb.arm(req(session))
+    return cb.generate(prompt, *settings.values(), compare, av.new_state(), run_id, request=req(session))
+
+
+def in_thread(gen):
+    """Drive a generate callback in a thread, as Gradio does; -> (thread, its named outputs so far)."""
+    from eagle_app import views as av
+
+    outs = []
+    t = threading.Thread(target=lambda: outs.extend(av.named(o) for o in gen), daemon=True)
+    t.start()
+    return t, outs
+
+
+def wait_for(pred, timeout=60.0) -> bool:
+    end = time.perf_counter() + timeout
+    while time.perf_counter() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def statuses(outs) -> list[str]:
+    return [o["status"] for o in list(outs) if "status" in o]
+
+
+# ---------------------------------------------------------------------- a real browser
+CHROMIUM = "/usr/bin/chromium"  # Debian's (apt-get install -y chromium fonts-noto-cjk); never `playwright install`
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from types import SimpleNamespace
 
 import gradio as gr
 import pytest
@@ -24,7 +23,8 @@ from eagle_app.model import ModelHolder
 from eagle_app.settings import MAX_PROMPT_CHARS, build
 from eagle_app.tempfiles import trace_dir
 from eagle_app.tokens import readable_run
-from tests.app_fixtures import default_engine, free_port, illustration, launched_app
+from tests import app_fixtures as fixtures
+from tests.app_fixtures import _app_model, engine, free_port, illustration, in_thread, launched_app, req  # noqa: F401
 from viz.examples import example_traces
 
 import app  # noqa: E402  (after the fixtures: importing the app must not load a model)
@@ -33,20 +33,8 @@ GOOD = dict(method="eagle2", depth=3, tree_top_k=4, total_tokens=8, chain_length
             top_k=0, max_new=6, seed=0)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def engine():
-    e = default_engine()
-    cb.MODEL.set_engine(e)
-    return e
-
-
-def req(name: str):
-    return SimpleNamespace(session_hash=name)
-
-
 def start_generate(prompt="Say hello.", session="A", compare=True, **kw):
-    run_id = cb.arm(req(session))
-    return cb.generate(prompt, *{**GOOD, **kw}.values(), compare, av.new_state(), run_id, request=req(session))
+    return fixtures.start_generate(prompt, session, {**GOOD, **kw}, compare)
 
 
 def run_generate(prompt="Say hello.", session="A", compare=True, **kw):
@@ -190,14 +178,6 @@ def test_vanilla_only_and_no_compare():
 
 
 LONG = "Tell me a long story about a lighthouse keeper and the storm that changed her life."
-
-
-def in_thread(gen):
-    """Drive a generate callback in a thread (as Gradio does); -> (thread, its outputs so far)."""
-    outs = []
-    t = threading.Thread(target=lambda: outs.extend(av.named(o) for o in gen), daemon=True)
-    t.start()
-    return t, outs
 
 
 def test_stop_mid_run_keeps_the_partial_run():
@@ -442,7 +422,7 @@ def test_status_while_loading_says_loading():
     """#12: the page said "loads on the first request" while the model was already loading."""
     holder = ModelHolder("nowhere/none")
     assert "Loading the model" in holder.status() and "first request" not in holder.status()
-    assert "Model ready** (loaded in" in cb.MODEL.status()
+    assert "Model ready:** SmolLM2-135M-Instruct on this CPU" in cb.MODEL.status()
 
 
 def test_stop_reasons_read_as_words():

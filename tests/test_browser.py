@@ -13,11 +13,8 @@ import tempfile
 
 import pytest
 
-from tests.app_fixtures import free_port, illustration, launched_app
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from tests.app_fixtures import CHROMIUM, free_port, illustration, launched_app
+from tests.app_fixtures import CHROMIUM_ARGS as ARGS
 SHOTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "screenshots")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing: apt-get install -y chromium")
@@ -67,6 +64,9 @@ def test_generate_in_browser(page_url, browser):
     page = open_page(browser, page_url)
     expect(page.locator("#eg-text .eg-cyc").first).to_be_visible()
     expect(page.locator("#eg-model")).to_contain_text("Model ready")
+    # the model line in plain words; its technical details in the title of "(details)", shown on hover
+    assert "onednn" not in page.locator("#eg-model").inner_text()
+    assert "params" in page.locator("#eg-model .eg-more").get_attribute("title")
     page.screenshot(path=os.path.join(SHOTS, "app-example-trace.png"), full_page=True)
     page.get_by_role("tab", name="Traces").click()  # #11: the dropdown names the example on screen
     expect(page.locator("#eg-examples input")).to_have_value("Code, EAGLE-2 greedy · head: assets/head-smollm2-135m")

@@ -18,10 +18,11 @@ SMALL, MID, BIG = TreeSetting(1, 1, 1), TreeSetting(2, 2, 3), TreeSetting(3, 4, 
 TREES = [SMALL, MID, BIG]
 TAUS = {"1,1,1": 1.5, "2,2,3": 2.0, "3,4,7": 3.0}
 STEP = {1: 2.0, 2: 2.0, 3: 2.0, 4: 4.0}  # ms per drafting step by frontier width
+WEIGHTS = {"target": 1000, "head_step": 50, "layers": 20}  # a head step reads 5% of the target's weights
 
 
 def test_prediction_from_hand_made_costs():
-    """CPU-like costs: t(k) grows with k, so the middle tree wins; verification flat: the biggest."""
+    """CPU-like costs: t(k) grows with k, so the smallest tree wins; the GPU illustration: the biggest."""
     fwd = {1: 10.0, 2: 12.0, 4: 20.0, 8: 40.0}
     rows = hw.predict(fwd, STEP, TAUS, TREES)
     # SMALL: verify t(2)/t(1) = 1.2; draft: one catch-up step over tau = 1.5 tokens = 2 ms -> 0.2; c = 1.4
@@ -32,10 +33,22 @@ def test_prediction_from_hand_made_costs():
     assert [r["c"] for r in rows] == pytest.approx([1.4, 2.4, 5.0])
     assert [r["speedup"] for r in rows] == pytest.approx([1.5 / 1.4, 2.0 / 2.4, 3.0 / 5.0])
     assert hw.best(rows)["tree"] == "1,1,1"
-    flat = hw.predict(fwd, STEP, TAUS, TREES, flat_verify=True)
-    assert [r["c"] for r in flat] == pytest.approx([1.2, 1.4, 2.0])
-    assert [r["speedup"] for r in flat] == pytest.approx([1.5 / 1.2, 2.0 / 1.4, 3.0 / 2.0])
-    assert hw.best(flat)["tree"] == "3,4,7"
+    # GPU illustration: verify 1 step whatever the size; each of the depth drafting steps 0.05 of a step
+    gpu = hw.predict(fwd, STEP, TAUS, TREES, gpu_share=0.05)
+    assert [r["verify"] for r in gpu] == [1.0, 1.0, 1.0] and [r["draft"] for r in gpu] == pytest.approx([.05, .1, .15])
+    assert [r["speedup"] for r in gpu] == pytest.approx([1.5 / 1.05, 2.0 / 1.1, 3.0 / 1.15])
+    assert hw.best(gpu)["tree"] == "3,4,7"
+
+
+def test_the_gpu_illustration_drafts_at_the_cost_of_reading_the_heads_weights():
+    """It used to keep this CPU's drafting cost, so big trees never paid in it (6,10,60: 1.41x, best 3,4,8)."""
+    assert hw.gpu_head_share({"weights": WEIGHTS}) == pytest.approx(0.05)
+    with open(hw.RECORDED, encoding="utf-8") as f:
+        recorded = json.load(f)
+    res = hw.lesson(recorded, hw.load_tau_table())
+    assert 1 / 30 < res["gpu_share"] < 0.1  # SmolLM2-135M + the shipped head: about two of 30 layers
+    assert res["best_gpu"]["tree"] == "6,10,60" and res["best_gpu"]["speedup"] > 1.8
+    assert res["best_here"]["nodes"] <= 9  # and on this CPU a small tree
 
 
 def test_prediction_interpolates_between_measured_sizes():
@@ -48,7 +61,7 @@ def test_prediction_interpolates_between_measured_sizes():
 
 def test_lesson_reads_string_keys_and_keeps_the_spread():
     measured = {"forward_ms": {"1": 10.0, "2": 12.0, "4": 20.0, "8": 40.0, "5": 99.0},
-                "step_ms": {str(k): v for k, v in STEP.items()}}
+                "step_ms": {str(k): v for k, v in STEP.items()}, "weights": WEIGHTS}
     table = {"tau": TAUS, "trees": TREES}
     res = hw.lesson(measured, table)
     assert res["best_here"]["tree"] == "1,1,1" and res["best_gpu"]["tree"] == "3,4,7"
@@ -87,6 +100,7 @@ def test_measurement_on_a_tiny_model_returns_every_k_with_positive_times(tiny):
     assert all(v > 0 for v in m["forward_ms"].values())
     assert set(m["step_ms"]) == set(hw.widths_for(TREES)) and all(v > 0 for v in m["step_ms"].values())
     assert m["rounds"] == 2 and m["seconds"] > 0 and m["hardware"] and m["device"] == "cpu"
+    assert m["weights"]["layers"] == 2 and 0 < m["weights"]["head_step"] < m["weights"]["target"]
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and fractions[0] == 0.0 and fractions[-1] == pytest.approx(1.0)
     assert {w for _, w in seen} == {hw.FORWARD, hw.HEAD}
@@ -101,23 +115,23 @@ def test_a_busy_machine_gets_fewer_rounds(tiny):
 
 def _result():
     fwd = {1: 10.0, 2: 12.0, 4: 20.0, 8: 40.0}
-    return hw.lesson({"forward_ms": fwd, "step_ms": STEP}, {"tau": TAUS, "trees": TREES})
+    return hw.lesson({"forward_ms": fwd, "step_ms": STEP, "weights": WEIGHTS}, {"tau": TAUS, "trees": TREES})
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_figure_has_both_curves_the_best_markers_and_labels(lang):
-    T = TEXT[lang]
+    T = TEXT.table(lang)
     fig = hardware_figure(_result(), "Test CPU", lang)
     assert isinstance(fig, go.Figure)
     by_name = {t.name: t for t in fig.data}
-    here, gpu = by_name[T["here"].format(device="Test CPU")], by_name[T["gpu"]]
+    here, gpu = by_name[T["here"].format(device="Test CPU")], by_name[T["gpu"].format(share=0.05)]
     assert list(here.x) == [2, 4, 8] and list(here.y) == pytest.approx([1.5 / 1.4, 2.0 / 2.4, 3.0 / 5.0])
-    assert list(gpu.y) == pytest.approx([1.5 / 1.2, 2.0 / 1.4, 1.5])
+    assert list(gpu.y) == pytest.approx([1.5 / 1.05, 2.0 / 1.1, 3.0 / 1.15])
     stars = [t for t in fig.data if t.marker is not None and t.marker.symbol == "star"]
     assert sorted((t.x[0], t.text[0]) for t in stars) == [(2, "1,1,1"), (8, "3,4,7")]
     assert any(t.name == T["published"] for t in fig.data)
     if lang == "en":
-        assert "measured here" in here.name and "illustration, not measured here" in gpu.name
+        assert "measured here" in here.name and "illustration, not measured" in gpu.name and "0.050 t(1)" in gpu.name
         assert "AngelSlim" in T["published"] and "another model" in T["published"]
     assert "1,1,1" in fig.layout.title.text and "3,4,7" in fig.layout.title.text
 
@@ -125,9 +139,8 @@ def test_figure_has_both_curves_the_best_markers_and_labels(lang):
 def test_text_has_the_same_keys_and_placeholders_in_every_language():
     import re
 
-    assert set(TEXT["zh"]) == set(TEXT["en"])
-    for key, en in TEXT["en"].items():
-        assert re.findall(r"{(\w+)", en) == re.findall(r"{(\w+)", TEXT["zh"][key]), key
+    for key, (en, zh) in TEXT.entries.items():
+        assert re.findall(r"{(\w+)", en) == re.findall(r"{(\w+)", zh), key
 
 
 def test_blank_figure_before_any_measurement():
@@ -137,7 +150,7 @@ def test_blank_figure_before_any_measurement():
 
 def test_markdown_table_marks_the_best_tree():
     res = _result()
-    md = hardware_markdown({"forward_ms": {1: 10.0}, "step_ms": STEP}, res, {"head": "H", "prompts": "P"})
+    md = hardware_markdown({"forward_ms": {1: 10.0}, "step_ms": STEP, "weights": WEIGHTS}, res, {"head": "H", "prompts": "P"})
     assert "| 1,1,1 ★ |" in md and "| 3,4,7 |" in md and "4.00" in md and "H, P" in md
 
 
@@ -151,8 +164,8 @@ def test_panel_callback_returns_a_figure_without_a_model_error(tiny, monkeypatch
     monkeypatch.setattr(panel, "MODEL", holder)
     monkeypatch.setattr(panel, "measure", _small(hw.measure))
     calls = []
-    fig, md, status = panel.measure_machine("en", lambda f, desc="": calls.append(f))
-    assert isinstance(fig, go.Figure) and len(fig.data) >= 4
+    fig, md, status, measured = panel.measure_machine("en", lambda f, desc="": calls.append(f))
+    assert isinstance(fig, go.Figure) and len(fig.data) >= 4 and measured["weights"]["layers"] == 2
     assert "No model" not in status and status.startswith("Measured in")
     assert "t(k)/t(1)" in md and "★" in md
     assert calls and max(calls) <= 1.0
@@ -167,8 +180,8 @@ def test_panel_callback_without_a_model_says_so(monkeypatch):
     holder.error = "OSError: no weights"
     holder.ready.set()
     monkeypatch.setattr(panel, "MODEL", holder)
-    fig, _, status = panel.measure_machine("en", lambda *a, **k: None)
-    assert isinstance(fig, go.Figure) and "no weights" in status
+    fig, _, status, measured = panel.measure_machine("en", lambda *a, **k: None)
+    assert isinstance(fig, go.Figure) and "no weights" in status and measured is None
 
 
 def test_recorded_views_label_the_recorded_measurement(tmp_path):
@@ -176,7 +189,7 @@ def test_recorded_views_label_the_recorded_measurement(tmp_path):
 
     path = tmp_path / "rec.json"
     path.write_text(json.dumps({"forward_ms": {"1": 10, "2": 12, "64": 90}, "step_ms": {"1": 1, "10": 3},
-                                "device": "cpu", "hardware": "Test CPU", "date": "2026-12-03"}))
+                                "device": "cpu", "hardware": "Test CPU", "date": "2026-12-03", "weights": WEIGHTS}))
     fig, md, status = recorded_views("en", str(path))
     assert "recorded" in status and "Test CPU" in status and len(fig.data) >= 4
     fig, md, status = recorded_views("en", str(tmp_path / "missing.json"))
@@ -201,5 +214,41 @@ def test_a_failing_measurement_is_a_status_line_and_gives_the_slot_back(tiny, mo
     def broken(*a, **k):
         raise RuntimeError("out of memory")
     monkeypatch.setattr(panel, "measure", broken)
-    fig, _, status = panel.measure_machine("en", lambda *a, **k: None)
+    fig, _, status, _ = panel.measure_machine("en", lambda *a, **k: None)
     assert isinstance(fig, go.Figure) and "out of memory" in status and panel.LINE._line == []
+
+
+def test_the_panel_speaks_the_tabs_language(tiny, monkeypatch):
+    """The panel showed English on a Chinese page: the callback answers in the tab's language, and the
+    switch redraws the panel from the tab's own measurement (or the recorded one)."""
+    from eagle_app import hardware as panel
+    from eagle_app.i18n import ZH
+    from eagle_app.model import ModelHolder
+
+    target, head = tiny
+    holder = ModelHolder()
+    holder.set_engine(Engine(target, head, None, "tiny"))
+    monkeypatch.setattr(panel, "MODEL", holder)
+    monkeypatch.setattr(panel, "measure", _small(hw.measure))
+    fig, md, status, measured = panel.on_measure("zh", lambda *a, **k: None)
+    assert status.startswith("测量用时") and "GPU 示意" in md and fig.layout.title.text.startswith("预测加速比")
+    intro, why, fig, md, status = panel.redraw("en", measured)  # the switch: English, same measurement
+    assert status.startswith("Measured in") and "Why the best tree" in why and "k = 1..64" in intro
+    intro, why, fig, md, status = panel.redraw("zh", None)
+    assert "记录的" in status and "为什么" in why and "测量本机" in intro
+    assert ZH[TEXT("panel")] == "为什么草稿树的大小取决于硬件" and ZH[TEXT("button")] == "测量本机"  # Gradio's i18n
+
+
+def test_the_panel_runs_on_the_default_model_in_under_a_minute():
+    """Issue 28, done when: the hardware panel runs on the default model in under a minute."""
+    import time
+
+    from eagle_app import hardware as panel
+    from tests.app_fixtures import default_engine
+
+    panel.MODEL.set_engine(default_engine())
+    t0 = time.perf_counter()
+    fig, md, status, measured = panel.measure_machine("en", lambda *a, **k: None)
+    assert time.perf_counter() - t0 < 60, status
+    assert status.startswith("Measured in") and measured["seconds"] < 60 and measured["target"].startswith("smollm2")
+    assert measured["weights"]["layers"] == 30 and "★" in md and len(fig.data) >= 4

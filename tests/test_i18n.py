@@ -14,8 +14,9 @@ import pytest
 from eagle_app import i18n, views as av
 from eagle_app.callbacks import decoding as cb
 from eagle_app.callbacks import page as page_events
-from tests.app_fixtures import chain_cycle, free_port, illustration, launched_app, sampled_cycle, vanilla_cycle
+from tests.app_fixtures import CHROMIUM, CHROMIUM_ARGS, chain_cycle, free_port, illustration, launched_app, req, sampled_cycle, vanilla_cycle
 from viz import learn, learn_zh
+from viz.hardware import TEXT as HARDWARE
 from viz.i18n import T, lang_of
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -33,7 +34,7 @@ def test_every_text_has_both_languages():
     for loc in ("zh", "zh-CN", "zh-TW"):
         assert set(tables[loc]) == set(tables["en"]) == set(i18n.ZH)
     assert all(HAN.search(zh) or zh == en for en, zh in i18n.ZH.items())
-    for strings in (i18n.APP, T):
+    for strings in (i18n.APP, T, HARDWARE):
         for key, (en, zh) in strings.entries.items():
             assert en and zh, key
             # the same fields in both (a field missing in one language is a number the reader never sees)
@@ -87,9 +88,8 @@ def test_callbacks_answer_in_the_tabs_language(monkeypatch):
     in English otherwise (the English lines are the ones tests/test_app.py checks)."""
     warnings = []
     monkeypatch.setattr(av.gr, "Warning", lambda message, title=None: warnings.append((message, title)))
-    req = lambda: type("R", (), {"session_hash": "i18n-test"})()  # noqa: E731
     run = lambda prompt, lang, **kw: list(cb.generate(prompt, *{**DEFAULTS, **kw}.values(), True, av.new_state(),  # noqa: E731
-                                                      None, lang, request=req()))
+                                                      None, lang, request=req("i18n-test")))
     for lang, empty, long, number in (("zh", "提示词是空的", "7,000 个字符", "必须是整数"),
                                       ("en", "The prompt is empty", "7,000 characters", "whole number")):
         assert empty in av.named(run("   ", lang)[-1])["status"]
@@ -128,7 +128,6 @@ def test_the_switch_redraws_the_callbacks_texts():
 
 
 # ---------------------------------------------------------------------------------- in a real browser
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
@@ -137,10 +136,8 @@ def browser():
         pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
     from playwright.sync_api import sync_playwright
 
-    from tests.test_browser import ARGS
-
     with launched_app(free_port()) as url, sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b, url
         b.close()
 
@@ -167,8 +164,13 @@ def chinese_page(page):
     expect(page.locator("#eg-caption")).to_contain_text("轮（共", timeout=30_000)
     expect(page.locator("#eg-status")).to_contain_text("正在回放")
     expect(page.locator("#eg-comparison")).to_contain_text("加速比")
+    expect(page.locator("#eg-model")).to_contain_text("模型已就绪")  # the model line in plain words
     page.get_by_role("tab", name="学习").click()
     expect(page.locator(".eg-learn")).to_contain_text("EAGLE 起草的是特征")
+    expect(page.locator("#eg-hardware")).to_contain_text("为什么草稿树的大小取决于硬件")  # the hardware panel
+    page.locator("#eg-hardware").get_by_text("为什么草稿树的大小取决于硬件").click()
+    expect(page.locator("#eg-hw-measure")).to_have_text("测量本机")
+    expect(page.locator("#eg-hw-status")).to_contain_text("记录的")
     page.get_by_role("tab", name="解码").click()
     page.locator("#eg-generate").click()  # a refusal from a callback, in Chinese
     expect(page.locator("#eg-status")).to_contain_text("提示词是空的", timeout=30_000)

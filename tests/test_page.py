@@ -59,3 +59,49 @@ def test_malformed_api_calls_get_a_message_and_leave_no_traceback(capfd):
     assert "Depth" in answers["not a number"]["error"]
     assert "nope" in answers["unknown method"]["error"] and "maximum value 16" in answers["out of range"]["error"]
     assert "Traceback" not in capfd.readouterr().err
+
+
+def _engine(head="assets/head-smollm2-135m", head3="assets/head3-smollm2-135m", name="smollm2-135m", device="cpu"):
+    from types import SimpleNamespace
+
+    describe = f'{name} (134.5M params, {device}, float32, kernels onednn+smallgemm (211 linear layers), lean "forward")'
+    return SimpleNamespace(target=SimpleNamespace(name=name, device=device, describe=lambda: describe),
+                           head_name=head, head3_name=head3)
+
+
+def _visible(line: str) -> str:
+    """What the page shows without hovering: the line minus the hover's title attribute."""
+    import re
+
+    return re.sub(r'title="[^"]*"', "", line)
+
+
+def test_the_model_line_is_plain_words_with_the_details_on_hover():
+    """The model line was jargon ("kernels onednn+smallgemm (211 linear layers...)"): now plain words,
+    the technical details in the title of a "(details)" element (the browser shows it on hover)."""
+    import html
+    import re
+
+    from eagle_app.model import model_line
+
+    line = model_line(_engine(), 4.24)
+    shown = _visible(line)
+    assert "SmolLM2-135M-Instruct on this CPU, loaded in 4.2 s" in shown
+    assert "EAGLE-2 and EAGLE-3, trained by this project" in shown and "(details)" in shown
+    assert not any(w in shown for w in ("onednn", "kernels", "params", "float32", "assets/"))
+    title = html.unescape(re.search(r'title="([^"]*)"', line).group(1))
+    assert "kernels onednn+smallgemm" in title and 'lean "forward"' in title  # quotes escaped, then restored
+    assert "assets/head3-smollm2-135m" in title
+    assert "loaded in" not in model_line(_engine(), 0.0)  # an engine installed ready-made: no load time to tell
+    zh = model_line(_engine(), 4.24, "zh")
+    assert "运行在本机 CPU 上" in _visible(zh) and "由本项目训练" in zh and "（详情）" in zh
+    assert "onednn" not in _visible(zh) and "onednn" in zh
+
+
+def test_the_model_line_says_what_kind_of_head_it_has():
+    from eagle_app.model import model_line
+
+    assert "untrained, so expect τ ≈ 1" in model_line(_engine(head="random (untrained)", head3=""), 1.0)
+    mine = _visible(model_line(_engine(head="/data/my-head", head3="", name="/data/Qwen2-0.5B", device="cuda:0"), 9.0))
+    assert "Qwen2-0.5B on the GPU" in mine and "EAGLE-2, loaded from your folder" in mine and "EAGLE-3" not in mine
+    assert "none (vanilla decoding only)" in model_line(_engine(head="", head3=""), 1.0)

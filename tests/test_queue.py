@@ -9,55 +9,19 @@ from __future__ import annotations
 
 import threading
 import time
-from types import SimpleNamespace
-
-import pytest
 
 from eagle_app import views as av
 from eagle_app.callbacks import decoding as cb
 from eagle_app.line import DecodeLine
 from eagle_app.worker import Deadline
-from tests.app_fixtures import default_engine
+from tests.app_fixtures import _app_model, engine, in_thread, req, start_generate, statuses, wait_for  # noqa: F401
 
 DEFAULTS = dict(method="eagle2", depth=2, tree_top_k=2, total_tokens=4, chain_length=4, temperature=0.0, top_p=1.0,
                 top_k=0, max_new=8, seed=0)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def engine():
-    e = default_engine()
-    cb.MODEL.set_engine(e)
-    return e
-
-
-def req(name: str):
-    return SimpleNamespace(session_hash=name)
-
-
 def generate(session: str, prompt: str, **kw):
-    run_id = cb.arm(req(session))
-    return cb.generate(prompt, *{**DEFAULTS, **kw}.values(), True, av.new_state(), run_id, request=req(session))
-
-
-def in_thread(gen):
-    """Drive a generate callback in a thread, as Gradio does; -> (thread, its named outputs so far)."""
-    outs = []
-    t = threading.Thread(target=lambda: outs.extend(av.named(o) for o in gen), daemon=True)
-    t.start()
-    return t, outs
-
-
-def wait_for(pred, timeout=60.0):
-    end = time.perf_counter() + timeout
-    while time.perf_counter() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def statuses(outs) -> list[str]:
-    return [o["status"] for o in list(outs) if "status" in o]
+    return start_generate(prompt, session, {**DEFAULTS, **kw})
 
 
 def test_leaving_removes_exactly_ones_own_ticket():
@@ -156,3 +120,19 @@ def test_a_waiting_run_hears_the_fair_share_rule():
         list(gen)
     finally:
         cb.LINE.leave(other)
+
+
+def test_a_run_that_held_the_slot_gives_memory_back_when_it_leaves(monkeypatch):
+    """glibc keeps freed pages: the line trims the C heap after each run (not after a waiting run leaves)."""
+    import eagle_app.line as line_module
+
+    calls = []
+    monkeypatch.setattr(line_module, "give_back_memory", lambda: calls.append(1))
+    line = DecodeLine(rate=10.0)
+    held, waiting = line.join(10), line.join(10)
+    line.leave(waiting)
+    assert calls == []
+    line.leave(held, tokens=10, seconds=1.0)
+    assert calls == [1]
+    monkeypatch.undo()
+    line_module.give_back_memory()  # and the real one runs anywhere (a no-op without glibc)

@@ -1,97 +1,88 @@
 """The hardware lesson's figure, table and words: predicted speedup against tree size on this
-machine (measured) next to the same taus with a flat verification cost (a GPU, illustration),
-with each curve's best tree marked. Every user-visible string is in TEXT, one dict per language."""
+machine (measured) next to a GPU illustration (the same taus; verification as cheap as one token,
+a drafting step as cheap as reading the head's weights: eagle_core/bench/hardware.py), with each
+curve's best tree marked. Every user-visible string is in TEXT, an (English, Chinese) pair each."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from .i18n import Strings
 from .style import BLUE, GREY, INK, ORANGE, VERMILLION, base_layout, empty_figure
 
 # Published, from ../shared/REFERENCE.md section 9 (Tencent AngelSlim README): another model and head.
 PUBLISHED = {"nodes": 61, "speedup": 2.04, "tau": 2.85}
 
-TEXT = {
-    "en": {
-        "panel": "Why tree size depends on the hardware",
-        "intro": ("A bigger draft tree gives a higher **τ** (tokens per cycle), but the target must verify every "
-                  "node in one forward pass. Is that pass free? **Measure this machine** times the target on "
-                  "k = 1..64 new tokens and the head's drafting steps, here, on this machine (under a minute on the "
-                  "default model), then predicts the speedup of each tree from τ measured with the shipped head."),
-        "button": "Measure this machine",
-        "measuring": "Measuring",
-        "waiting": "Waiting for the decoder: a run is in progress…",
-        "no_model": "No model: {error}",
-        "failed": "The measurement failed: {error}. Shown: the recorded one.",
-        "done": "Measured in {seconds:.1f} s on {device} ({threads} thread(s)): {target}.",
-        "recorded": ("Shown: the **recorded** measurement from docs/app.md ({when}). Press **Measure this machine** "
-                     "to measure the machine the app runs on."),
-        "none_yet": "Press **Measure this machine** to draw the figure.",
-        "title": "Predicted speedup vs tree size · best here: {best_here} · flat verification: {best_gpu}",
-        "x": "tree size (tokens the target verifies in one pass, log scale)",
-        "y": "predicted speedup over vanilla (×)",
-        "here": "measured here: {device}, t(k) and head steps timed on this machine",
-        "gpu": "GPU (illustration, not measured here): same τ, verification as cheap as one token",
-        "best_here": "best tree on this machine: {tree}, {speedup:.2f}×",
-        "best_gpu": "best with flat verification: {tree}, {speedup:.2f}×",
-        "published": "published (another model): Qwen3-1.7B + EAGLE-3, 60-node tree, 2.04× on an H20 GPU (AngelSlim README)",
-        "vanilla": "vanilla = 1×",
-        "hover": "tree %{customdata[0]}<br>τ %{customdata[1]:.2f}<br>verify %{customdata[2]:.2f} + draft "
-                 "%{customdata[3]:.2f} = c %{customdata[4]:.2f} steps<br>speedup %{y:.2f}×<extra></extra>",
-        "ratios_head": "| k (new tokens) | {ks} |",
-        "ratios_row": "| t(k)/t(1), measured | {vals} |",
-        "t1": "t(1) = {t1:.1f} ms (one vanilla step). One head drafting step: {steps}.",
-        "pred_head": ("| tree d,k,t | τ (recorded) | verify (steps) | draft (steps) | c | speedup here | "
-                      "GPU illustration |"),
-        "tau_source": "τ: {head}, {prompts}, greedy.",
-        "why": ("**Why the best tree here is small, and on a GPU large.** A cycle costs c vanilla steps: one "
-                "verification of the whole tree plus the drafting steps. The speedup is τ / c. On this CPU the "
-                "target's forward is limited by arithmetic as soon as it gets a few tokens, so t(k) grows with k: "
-                "a 61-token tree costs several vanilla steps, while τ grows only slowly with the tree (each extra "
-                "node is less likely to be accepted). So c outgrows τ, and a small tree wins. A data-centre GPU "
-                "at batch size 1 is limited by reading the weights, not by arithmetic: 64 tokens cost about as "
-                "much as one, so c stays near 1 + drafting and every extra accepted token is profit. That is why "
-                "EAGLE's published trees are large (60 nodes) and the CPU preset here is small. The dashed curve "
-                "is an illustration with the same τ and this machine's drafting cost (so deep trees still pay for "
-                "their drafting steps), not a GPU measurement; the published point is another, larger model."),
-    },
-    "zh": {
-        "panel": "为什么草稿树的大小取决于硬件",
-        "intro": ("草稿树越大，**τ**（每轮接受的词元数）越高，但目标模型要在一次前向中验证树上的每个节点。这次前向是免费的吗？"
-                  "**测量本机**会在这台机器上计时：目标模型处理 k = 1..64 个新词元的前向时间，以及草稿头每一步起草的时间"
-                  "（默认模型不到一分钟），再用随附草稿头测得的 τ 预测每种树的加速比。"),
-        "button": "测量本机",
-        "measuring": "正在测量",
-        "waiting": "正在等待解码器：有一次运行正在进行……",
-        "no_model": "没有模型：{error}",
-        "failed": "测量失败：{error}。当前显示的是记录的结果。",
-        "done": "测量用时 {seconds:.1f} 秒，设备 {device}（{threads} 个线程）：{target}。",
-        "recorded": "当前显示的是 docs/app.md 中**记录的**测量结果（{when}）。点击**测量本机**以测量运行本应用的机器。",
-        "none_yet": "点击**测量本机**以绘制图表。",
-        "title": "预测加速比与草稿树大小 · 本机最佳：{best_here} · 验证成本不变时：{best_gpu}",
-        "x": "树的大小（目标模型一次验证的词元数，对数刻度）",
-        "y": "相对普通解码的预测加速比（×）",
-        "here": "本机实测：{device}，t(k) 与草稿步均在本机计时",
-        "gpu": "GPU（示意，非本机测量）：τ 相同，验证成本与一个词元相同",
-        "best_here": "本机最佳树：{tree}，{speedup:.2f}×",
-        "best_gpu": "验证成本不变时的最佳树：{tree}，{speedup:.2f}×",
-        "published": "已发表（另一个模型）：Qwen3-1.7B + EAGLE-3，60 节点树，H20 GPU 上 2.04×（AngelSlim README）",
-        "vanilla": "普通解码 = 1×",
-        "hover": "树 %{customdata[0]}<br>τ %{customdata[1]:.2f}<br>验证 %{customdata[2]:.2f} + 起草 "
-                 "%{customdata[3]:.2f} = c %{customdata[4]:.2f} 步<br>加速比 %{y:.2f}×<extra></extra>",
-        "ratios_head": "| k（新词元数） | {ks} |",
-        "ratios_row": "| t(k)/t(1)，实测 | {vals} |",
-        "t1": "t(1) = {t1:.1f} 毫秒（一次普通解码步）。草稿头每步起草：{steps}。",
-        "pred_head": "| 树 d,k,t | τ（记录值） | 验证（步） | 起草（步） | c | 本机加速比 | GPU 示意 |",
-        "tau_source": "τ：{head}，{prompts}，贪心解码。",
-        "why": ("**为什么本机最佳的树很小，而 GPU 上很大。** 每一轮花费 c 个普通解码步：一次验证整棵树，加上起草的各步。"
-                "加速比等于 τ / c。在这台 CPU 上，目标模型的前向只要多几个词元就受限于算力，因此 t(k) 随 k 增长："
-                "61 个词元的树要花好几个普通步，而 τ 随树增大只缓慢增长（越往后的节点越不容易被接受）。于是 c 比 τ 涨得快，"
-                "小树胜出。数据中心 GPU 在批大小为 1 时受限于读取权重，而不是算力：64 个词元和 1 个词元的代价差不多，"
-                "c 始终接近 1 加上起草，多接受的每个词元都是收益。所以 EAGLE 发表的树很大（60 个节点），而这里的 CPU 预设很小。"
-                "虚线是用相同 τ 和本机的起草成本画的示意（所以深的树仍要为起草步付出代价），不是 GPU 实测；"
-                "已发表的点来自另一个更大的模型。"),
-    },
-}
+TEXT = Strings({
+    "panel": ("Why tree size depends on the hardware", "为什么草稿树的大小取决于硬件"),
+    "intro": ("A bigger draft tree gives a higher **τ** (tokens per cycle), but the target must verify every node in "
+              "one forward pass. Is that pass free? **Measure this machine** times the target on k = 1..64 new "
+              "tokens and the head's drafting steps, here, on this machine (under a minute on the default model), "
+              "then predicts the speedup of each tree from τ measured with the shipped head.",
+              "草稿树越大，**τ**（每轮接受的词元数）越高，但目标模型要在一次前向中验证树上的每个节点。这次前向是免费的吗？"
+              "**测量本机**会在这台机器上计时：目标模型处理 k = 1..64 个新词元的前向时间，以及草稿头每一步起草的时间"
+              "（默认模型不到一分钟），再用随附草稿头测得的 τ 预测每种树的加速比。"),
+    "button": ("Measure this machine", "测量本机"),
+    "measuring": ("Measuring", "正在测量"),
+    "waiting": ("Waiting for the decoder: a run is in progress…", "正在等待解码器：有一次运行正在进行……"),
+    "no_model": ("No model: {error}", "没有模型：{error}"),
+    "failed": ("The measurement failed: {error}. Shown: the recorded one.", "测量失败：{error}。当前显示的是记录的结果。"),
+    "done": ("Measured in {seconds:.1f} s on {device} ({threads} thread(s)): {target}.",
+             "测量用时 {seconds:.1f} 秒，设备 {device}（{threads} 个线程）：{target}。"),
+    "recorded": ("Shown: the **recorded** measurement from docs/app.md ({when}). Press **Measure this machine** to "
+                 "measure the machine the app runs on.",
+                 "当前显示的是 docs/app.md 中**记录的**测量结果（{when}）。点击**测量本机**以测量运行本应用的机器。"),
+    "none_yet": ("Press **Measure this machine** to draw the figure.", "点击**测量本机**以绘制图表。"),
+    "title": ("Predicted speedup vs tree size · best here: {best_here} · GPU illustration: {best_gpu}",
+              "预测加速比与草稿树大小 · 本机最佳：{best_here} · GPU 示意：{best_gpu}"),
+    "x": ("tree size (tokens the target verifies in one pass, log scale)", "树的大小（目标模型一次验证的词元数，对数刻度）"),
+    "y": ("predicted speedup over vanilla (×)", "相对普通解码的预测加速比（×）"),
+    "here": ("measured here: {device}, t(k) and head steps timed on this machine",
+             "本机实测：{device}，t(k) 与草稿步均在本机计时"),
+    "gpu": ("GPU (illustration, not measured): a forward of up to 64 tokens costs t(1), a head step {share:.3f} t(1)",
+            "GPU（示意，非实测）：最多 64 个词元的前向耗时 t(1)，草稿头一步 {share:.3f} t(1)"),
+    "best_here": ("best tree on this machine: {tree}, {speedup:.2f}×", "本机最佳树：{tree}，{speedup:.2f}×"),
+    "best_gpu": ("best in the GPU illustration: {tree}, {speedup:.2f}×", "GPU 示意中的最佳树：{tree}，{speedup:.2f}×"),
+    "published": ("published (another model): Qwen3-1.7B + EAGLE-3, 60-node tree, 2.04× on an H20 GPU (AngelSlim README)",
+                  "已发表（另一个模型）：Qwen3-1.7B + EAGLE-3，60 节点树，H20 GPU 上 2.04×（AngelSlim README）"),
+    "vanilla": ("vanilla = 1×", "普通解码 = 1×"),
+    "hover": ("tree %{customdata[0]}<br>τ %{customdata[1]:.2f}<br>verify %{customdata[2]:.2f} + draft "
+              "%{customdata[3]:.2f} = c %{customdata[4]:.2f} steps<br>speedup %{y:.2f}×<extra></extra>",
+              "树 %{customdata[0]}<br>τ %{customdata[1]:.2f}<br>验证 %{customdata[2]:.2f} + 起草 "
+              "%{customdata[3]:.2f} = c %{customdata[4]:.2f} 步<br>加速比 %{y:.2f}×<extra></extra>"),
+    "ratios_head": ("| k (new tokens) | {ks} |", "| k（新词元数） | {ks} |"),
+    "ratios_row": ("| t(k)/t(1), measured | {vals} |", "| t(k)/t(1)，实测 | {vals} |"),
+    "t1": ("t(1) = {t1:.1f} ms (one vanilla step). One head drafting step: {steps}.",
+           "t(1) = {t1:.1f} 毫秒（一次普通解码步）。草稿头每步起草：{steps}。"),
+    "pred_head": ("| tree d,k,t | τ (recorded) | verify (steps) | draft (steps) | c | speedup here | "
+                  "GPU illustration (not measured) |",
+                  "| 树 d,k,t | τ（记录值） | 验证（步） | 起草（步） | c | 本机加速比 | GPU 示意（非实测） |"),
+    "tau_source": ("τ: {head}, {prompts}, greedy.", "τ：{head}，{prompts}，贪心解码。"),
+    "gpu_note": ("GPU illustration, not measured: verification costs t(1) for any tree up to 64 tokens, and a drafting "
+                 "step costs what reading its weights costs, {share:.3f} t(1): the head's layer, fc and draft LM head "
+                 "are {head:.1f} M of the target's {target:.1f} M weights (one of its {layers} layers would be "
+                 "{layer:.3f}). So c = 1 + depth × {share:.3f}.",
+                 "GPU 示意，非实测：64 个词元以内的任何树，验证都只花 t(1)；起草一步的代价等于读取其权重的代价，即 "
+                 "{share:.3f} t(1)：草稿头的一层、fc 和草稿 LM head 共 {head:.1f} M 个权重，目标模型共 {target:.1f} M"
+                 "（它 {layers} 层中的一层是 {layer:.3f}）。所以 c = 1 + 深度 × {share:.3f}。"),
+    "why": ("**Why the best tree here is small, and on a GPU large.** A cycle costs c vanilla steps: one verification "
+            "of the whole tree plus the drafting steps. The speedup is τ / c. On this CPU the target's forward is "
+            "limited by arithmetic as soon as it gets a few tokens, so t(k) grows with k: a 61-token tree costs "
+            "several vanilla steps, while τ grows only slowly with the tree (each extra node is less likely to be "
+            "accepted). So c outgrows τ, and a small tree wins. A data-centre GPU at batch size 1 is limited by "
+            "reading the weights, not by arithmetic: 64 tokens cost about as much as one, and a drafting step costs "
+            "what reading the small head's weights costs, a few percent of a target step. So c stays near 1 plus a "
+            "little per level of depth, and every extra accepted token is profit. That is why EAGLE's published "
+            "trees are large (60 nodes) and the CPU preset here is small. The dashed curve is that reasoning put "
+            "into numbers (an illustration, not a GPU measurement; per-step kernel-launch overheads are left out); "
+            "the published point is another, larger model.",
+            "**为什么本机最佳的树很小，而 GPU 上很大。** 每一轮花费 c 个普通解码步：一次验证整棵树，加上起草的各步。"
+            "加速比等于 τ / c。在这台 CPU 上，目标模型的前向只要多几个词元就受限于算力，因此 t(k) 随 k 增长："
+            "61 个词元的树要花好几个普通步，而 τ 随树增大只缓慢增长（越往后的节点越不容易被接受）。于是 c 比 τ 涨得快，"
+            "小树胜出。数据中心 GPU 在批大小为 1 时受限于读取权重，而不是算力：64 个词元和 1 个词元的代价差不多，"
+            "起草一步的代价也只是读取小小草稿头权重的代价，只占目标模型一步的百分之几。所以 c 始终接近 1，每加深一层只多一点，"
+            "多接受的每个词元都是收益。所以 EAGLE 发表的树很大（60 个节点），而这里的 CPU 预设很小。"
+            "虚线就是把这个推理变成数字（示意，不是 GPU 实测；每步的内核启动等开销未计入）；已发表的点来自另一个更大的模型。"),
+})
 
 
 def _curve(fig, rows, name, color, symbol, dash, hover):
@@ -110,13 +101,13 @@ def _best(fig, row, name, color, where):
 def hardware_figure(result: dict | None, device: str = "cpu", lang: str = "en") -> go.Figure:
     """result: eagle_core.bench.hardware.lesson(...). Both curves, each best tree starred, the
     published point and the vanilla line; None gives a blank figure with a hint."""
-    T = TEXT[lang]
+    T = TEXT.table(lang)
     if not result:
         return empty_figure(T["none_yet"].replace("**", ""), height=420)
     fig = go.Figure()
     here, gpu = result["here"], result["gpu"]
     _curve(fig, here, T["here"].format(device=device), BLUE, "circle", "solid", T["hover"])
-    _curve(fig, gpu, T["gpu"], ORANGE, "square", "dash", T["hover"])
+    _curve(fig, gpu, T["gpu"].format(share=result["gpu_share"]), ORANGE, "square", "dash", T["hover"])
     _best(fig, result["best_here"], T["best_here"].format(tree=result["best_here"]["tree"],
                                                            speedup=result["best_here"]["speedup"]), BLUE,
           "bottom center")
@@ -138,7 +129,7 @@ def hardware_figure(result: dict | None, device: str = "cpu", lang: str = "en") 
 
 def hardware_markdown(measured: dict, result: dict, table: dict, lang: str = "en") -> str:
     """The t(k)/t(1) row, the head's step times and the predicted speedup per tree, as Markdown."""
-    T = TEXT[lang]
+    T = TEXT.table(lang)
     ratios = result["ratios"]
     steps = ", ".join(f"m={k} {v:.1f} ms" for k, v in sorted((int(k), v) for k, v in measured["step_ms"].items()))
     t1 = {int(k): v for k, v in measured["forward_ms"].items()}[1]
@@ -149,5 +140,8 @@ def hardware_markdown(measured: dict, result: dict, table: dict, lang: str = "en
         star = " ★" if h is result["best_here"] else ""
         lines.append(f"| {h['tree']}{star} | {h['tau']:.2f} | {h['verify']:.2f} | {h['draft']:.2f} | {h['c']:.2f} | "
                      f"**{h['speedup']:.2f}×** | {g['speedup']:.2f}× |")
-    lines += ["", T["tau_source"].format(head=table.get("head", "?"), prompts=table.get("prompts", "?"))]
+    w = measured["weights"]
+    lines += ["", T["tau_source"].format(head=table.get("head", "?"), prompts=table.get("prompts", "?")), "",
+              T["gpu_note"].format(share=result["gpu_share"], head=w["head_step"] / 1e6, target=w["target"] / 1e6,
+                                   layers=w["layers"], layer=1 / w["layers"])]
     return "\n".join(lines)

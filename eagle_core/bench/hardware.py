@@ -1,6 +1,8 @@
 """The hardware lesson: why the best tree size depends on the machine, measured where it runs.
 
     python -m eagle_core.bench.hardware [--json-out F] [--png-out docs/img/hardware.png]
+    python -m eagle_core.bench.hardware --from-json assets/learn/hardware_recorded.json --png-out docs/img/hardware.png
+                                        (no measurement: the figure and table again from a recorded one)
 
 Measures, on this machine, the target's forward time t(k) for k = 1..64 new tokens (body with the
 engine's tree mask + LM head on all k rows, costmodel.measure_forward) and the head's time per
@@ -11,9 +13,13 @@ assets/learn/tau_by_tree.json) it predicts, for each tree (depth, top-k, total):
     speedup = tau / c,   c = t(total + 1) / t(1)  +  drafting / t(1)
 
 where drafting = one step over the catch-up tokens (the accepted path, ~tau of them) plus
-depth - 1 steps over top-k frontier tokens (eagle_core/draft.py). A second, *illustrative*
-curve keeps the same taus and drafting but makes verification flat, t(k) = t(1) up to 64
-tokens, as on a data-centre GPU at batch size 1: it is not measured here.
+depth - 1 steps over top-k frontier tokens (eagle_core/draft.py). A second curve is a GPU
+*illustration*, not measured: at batch size 1 a data-centre GPU is limited by reading the weights,
+not by arithmetic, so (1) a k-token forward costs about t(1) up to k = 64, and (2) a drafting
+step costs what reading the head's weights costs, as a share of reading the target's: the head
+layer, its fc and its draft LM head rows against the whole target (SmolLM2-135M with the shipped
+head: 8.9 M of 134.5 M weights, 0.066 t(1), about two of the target's 30 layers). So there
+c = 1 + depth x share. Kernel-launch and Python overheads per step are left out of both.
 Per-cycle bookkeeping (masks, cache compaction, acceptance) is left out: it is under 1% of a
 cycle (docs/performance.md, "The cost model").
 """
@@ -94,9 +100,26 @@ def measure(target, head, draft_vocab, trees, ctx: int = 300, repeats: int = 3, 
     step = {m: hs["head_ms"][m] + hs["lm_ms"][(n_rows, m)] for m in widths}
     fwd = {k: statistics.median(r[k]["body_ms"] + r[k]["lm_head_ms"] for r in rounds) for k in sizes}
     return {"forward_ms": fwd, "step_ms": step, "seconds": time.perf_counter() - t0, "rounds": len(rounds),
+            "weights": weights(target, head, n_rows),
             "machine": machine_info(target.device), "ctx": ctx, "device": str(target.device),
             "target": target.describe(), "draft_vocab": n_rows, "hardware": hardware_name(target.device),
             "date": time.strftime("%Y-%m-%d", time.gmtime())}
+
+
+def weights(target, head, draft_rows: int) -> dict:
+    """What one target forward and one drafting step read: {"target": the target's weights, "head_step":
+    the head's (layer, fc) plus its draft LM head rows, "layers": the target's}. Counted, not timed (the
+    GPU illustration)."""
+    hidden = target.lm_head.weight.shape[1]
+    return {"target": sum(p.numel() for p in target.model.parameters()),
+            "head_step": sum(p.numel() for p in head.parameters()) + draft_rows * hidden,
+            "layers": target.config.num_hidden_layers}
+
+
+def gpu_head_share(measured: dict) -> float:
+    """A drafting step's cost on a GPU as a share of t(1): the weights it reads over the target's."""
+    w = measured["weights"]
+    return w["head_step"] / w["target"]
 
 
 def hardware_name(device) -> str:
@@ -119,18 +142,22 @@ def interp(table: dict, x: float) -> float:
     return table[xs[-1]]
 
 
-def predict(forward_ms: dict, step_ms: dict, taus: dict, trees, flat_verify: bool = False) -> list[dict]:
+def predict(forward_ms: dict, step_ms: dict, taus: dict, trees, gpu_share: float | None = None) -> list[dict]:
     """One row per tree: tau, verify and draft cost in vanilla steps, c and the predicted speedup.
-    flat_verify: verification costs t(1) whatever the tree size (the GPU illustration)."""
+    gpu_share: the GPU illustration instead: verification costs t(1) whatever the tree size, and
+    each of the depth drafting steps costs gpu_share x t(1) (reading the head's weights)."""
     t1 = forward_ms[1] if 1 in forward_ms else interp(forward_ms, 1)
     rows = []
     for t in trees:
         tau = taus[tree_key(t)]
         n = t.total_tokens + 1
-        verify = 1.0 if flat_verify else (forward_ms[n] if n in forward_ms else interp(forward_ms, n)) / t1
-        draft_ms = interp(step_ms, max(1.0, min(tau, 4.0))) + (t.depth - 1) * interp(step_ms, t.width)
-        c = verify + draft_ms / t1
-        rows.append({"tree": tree_key(t), "nodes": n, "tau": tau, "verify": verify, "draft": draft_ms / t1,
+        if gpu_share is not None:
+            verify, draft = 1.0, t.depth * gpu_share
+        else:
+            verify = (forward_ms[n] if n in forward_ms else interp(forward_ms, n)) / t1
+            draft = (interp(step_ms, max(1.0, min(tau, 4.0))) + (t.depth - 1) * interp(step_ms, t.width)) / t1
+        c = verify + draft
+        rows.append({"tree": tree_key(t), "nodes": n, "tau": tau, "verify": verify, "draft": draft,
                      "c": c, "speedup": tau / c})
     return rows
 
@@ -144,8 +171,9 @@ def lesson(measured: dict, table: dict) -> dict:
     fwd = {int(k): v for k, v in measured["forward_ms"].items()}
     step = {int(k): v for k, v in measured["step_ms"].items()}
     here = predict(fwd, step, table["tau"], table["trees"])
-    gpu = predict(fwd, step, table["tau"], table["trees"], flat_verify=True)
-    return {"here": here, "gpu": gpu, "best_here": best(here), "best_gpu": best(gpu),
+    share = gpu_head_share(measured)
+    gpu = predict(fwd, step, table["tau"], table["trees"], gpu_share=share)
+    return {"here": here, "gpu": gpu, "best_here": best(here), "best_gpu": best(gpu), "gpu_share": share,
             "ratios": {k: fwd[k] / fwd[1] for k in sorted(fwd) if k in SPREAD}}
 
 
@@ -166,14 +194,22 @@ def main(argv=None) -> dict:
     ap.add_argument("--tau-table", default=TAU_TABLE)
     ap.add_argument("--json-out", default=None, help="the measurement as JSON (the app shows it before a run)")
     ap.add_argument("--png-out", default=None, help="the figure as PNG (matplotlib; for the docs)")
+    ap.add_argument("--from-json", default=None, help="no measurement: report and draw a recorded one (--json-out's file)")
     a = ap.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
     table = load_tau_table(a.tau_table)
-    engine = load_engine(device=a.device, methods=("eagle2",))
-    log = lambda f, what: print(f"  {100 * f:3.0f}%  {what}", file=sys.stderr, flush=True)  # noqa: E731
-    m = measure(engine.target, engine.drafter.head, engine.draft_vocab, table["trees"], repeats=a.repeats, progress=log)
-    m["threads"] = torch.get_num_threads()
+    if a.from_json:
+        with open(a.from_json, encoding="utf-8") as f:
+            m = json.load(f)
+        m["forward_ms"] = {int(k): v for k, v in m["forward_ms"].items()}
+        m["step_ms"] = {int(k): v for k, v in m["step_ms"].items()}
+    else:
+        engine = load_engine(device=a.device, methods=("eagle2",))
+        log = lambda f, what: print(f"  {100 * f:3.0f}%  {what}", file=sys.stderr, flush=True)  # noqa: E731
+        m = measure(engine.target, engine.drafter.head, engine.draft_vocab, table["trees"], repeats=a.repeats,
+                    progress=log)
+        m["threads"] = torch.get_num_threads()
     res = lesson(m, table)
     print(f"measured in {m['seconds']:.1f} s ({m['rounds']} round(s) over k) on {m['hardware']}, {m['machine']}")
     print("k     " + " ".join(f"{k:>6}" for k in res["ratios"]))
@@ -183,8 +219,9 @@ def main(argv=None) -> dict:
     for h, g in zip(res["here"], res["gpu"]):
         print(f"| {h['tree']} | {h['tau']:.2f} | {h['verify']:.2f} | {h['draft']:.2f} | {h['c']:.2f} | "
               f"{h['speedup']:.2f}x | {g['speedup']:.2f}x |")
-    print(f"best here: {res['best_here']['tree']}; best with flat verification: {res['best_gpu']['tree']}")
-    if a.json_out:
+    print(f"best here: {res['best_here']['tree']}; best in the GPU illustration (flat verification, a head step "
+          f"{res['gpu_share']:.3f} t(1)): {res['best_gpu']['tree']}")
+    if a.json_out and not a.from_json:
         with open(a.json_out, "w", encoding="utf-8") as f:
             json.dump(to_json(m), f, indent=1)
     if a.png_out:

@@ -18,6 +18,7 @@ from viz.hardware import TEXT, hardware_figure, hardware_markdown
 
 from .callbacks.decoding import LINE
 from .i18n import L, lang_of
+from . import zerogpu
 from .model import MODEL
 from .worker import ENGINE_THREAD
 
@@ -36,8 +37,9 @@ def recorded_views(lang: str = LANG, path: str = RECORDED):
         return hardware_figure(None, lang=lang), "", T["none_yet"]
     res = lesson(m, table)
     when = f"{m.get('hardware', m['device'])}, {m.get('date', '')}".strip(", ")
+    # ZeroGPU lends the GPU to one decorated call at a time (zerogpu.py): no measuring there, only the record
     return (hardware_figure(res, m.get("hardware", m["device"]), lang), hardware_markdown(m, res, table, lang),
-            T["recorded"].format(when=when))
+            T["zerogpu" if zerogpu.ZERO else "recorded"].format(when=when))
 
 
 def _timed(engine, trees, state):
@@ -102,7 +104,7 @@ def panel(c: dict, lang: str = LANG) -> None:
     fig, md, status = recorded_views(lang)
     with gr.Accordion(L(TEXT("panel")), open=False, elem_id="eg-hardware"):
         c["hw_intro"] = gr.Markdown(TEXT("intro", lang))
-        c["hw_btn"] = gr.Button(L(TEXT("button")), variant="primary", elem_id="eg-hw-measure")
+        c["hw_btn"] = gr.Button(L(TEXT("button")), variant="primary", elem_id="eg-hw-measure", visible=not zerogpu.ZERO)
         c["hw_status"] = gr.Markdown(status, elem_id="eg-hw-status")
         c["hw_plot"] = gr.Plot(fig, show_label=False, label=TEXT("panel"), elem_id="eg-hw-plot")
         c["hw_why"] = gr.Markdown(TEXT("why", lang))

@@ -196,6 +196,30 @@ def test_recorded_views_label_the_recorded_measurement(tmp_path):
     assert not fig.data and md == ""
 
 
+
+def test_on_zerogpu_the_panel_shows_the_record_and_no_measure_button(tmp_path, monkeypatch):
+    """ZeroGPU lends the GPU per decorated call: the panel must not offer to time the machine there."""
+    import gradio as gr
+
+    from eagle_app import hardware, zerogpu
+
+    monkeypatch.setattr(zerogpu, "ZERO", True)
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps({"forward_ms": {"1": 10, "2": 12, "64": 90}, "step_ms": {"1": 1, "10": 3},
+                                "device": "cpu", "hardware": "Test CPU", "date": "2026-12-03", "weights": WEIGHTS}))
+    _, _, status = hardware.recorded_views("zh", str(path))
+    assert "ZeroGPU" in status and "Test CPU" in status
+    c = {}
+    with gr.Blocks():
+        c["lang"] = gr.State("en")
+        hardware.panel(c)
+    assert c["hw_btn"].visible is False
+    monkeypatch.setattr(zerogpu, "ZERO", False)
+    with gr.Blocks():
+        hardware.panel(c)
+    assert c["hw_btn"].visible is True
+
+
 def _small(fn):
     """The measurement with a short context and few repeats: a tiny model, seconds not minutes."""
     return lambda target, head, vocab, trees, progress=None, **kw: fn(target, head, vocab, trees, ctx=40,

@@ -26,6 +26,10 @@ TEXT = Strings({
     "waiting": ("Waiting for the decoder: a run is in progress…", "正在等待解码器：有一次运行正在进行……"),
     "no_model": ("No model: {error}", "没有模型：{error}"),
     "failed": ("The measurement failed: {error}. Shown: the recorded one.", "测量失败：{error}。当前显示的是记录的结果。"),
+    "zerogpu": ("Shown: the **recorded** measurement from docs/app.md ({when}). On a ZeroGPU Space the GPU is lent "
+                "per decode, so this machine is not measured here.",
+                "当前显示的是 docs/app.md 中**记录的**测量结果（{when}）。在 ZeroGPU Space 上，GPU 只在每次解码时借用，"
+                "因此这里不测量本机。"),
     "done": ("Measured in {seconds:.1f} s on {device} ({threads} thread(s)): {target}.",
              "测量用时 {seconds:.1f} 秒，设备 {device}（{threads} 个线程）：{target}。"),
     "recorded": ("Shown: the **recorded** measurement from docs/app.md ({when}). Press **Measure this machine** to "

@@ -30,6 +30,7 @@ import torch
 
 from ..config import DecodeSettings, TreeSetting, add_tree_argument
 from ..decode import Engine, compact_cache
+from ..kernels import linear_of
 from ..tree import tree_attention_mask, tree_positions
 from .cost_report import forward_table, head_table, render_png, tree_rows, tree_table
 from .cycle_profile import profile_cycles, profile_markdown
@@ -115,11 +116,13 @@ def measure_head_steps(target, head, ctx: int = 300, widths=(1, 2, 4, 8, 10), vo
         step()
         out["head_ms"][m] = 1e3 * median_s(step, repeats)
         for N in vocab_sizes:
+            # the product the drafter runs (draft.Drafter: the kernel the target picks for this shape)
             wN = w[: (N or w.shape[0])].detach().clone()
+            product = linear_of(wN, target.linear_backend(tuple(wN.shape)))
             x = torch.randn(m, H, device=dev, dtype=target.dtype)
 
             def lm():
-                torch.log_softmax((x @ wN.T).float(), -1).topk(top_k, dim=-1)
+                torch.log_softmax(product(x).float(), -1).topk(top_k, dim=-1)
                 sync(dev)
             lm()
             out["lm_ms"][(N or w.shape[0], m)] = 1e3 * median_s(lm, repeats)

@@ -27,14 +27,22 @@ def cache_dir() -> str:
 
 
 def cpu_model() -> str:
+    """The CPU's name, with its family and model numbers on x86 ("AMD EPYC (family 25, model 17)"): a
+    virtual machine may name its CPU no better than "AMD EPYC", and machines of one name differ in speed."""
+    fields = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+                if not line.strip():
+                    break  # the first processor's block is enough
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    if fields.get("cpu family") and fields.get("model"):
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def _has_avx2_fma() -> bool:

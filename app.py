@@ -27,6 +27,6 @@ settings_in = page.settings_in  # [prompt, *the settings' widgets in eagle_app.s
 
 if __name__ == "__main__":
     threading.Thread(target=lambda: MODEL.ready.wait() and print(
-        f"* Model ready {time.perf_counter() - T_START:.1f} s after start: {MODEL.status()}", flush=True),
+        f"* Model ready {time.perf_counter() - T_START:.1f} s after start: {MODEL.status_plain()}", flush=True),
         daemon=True).start()
     demo.launch(share=False, **LAUNCH)

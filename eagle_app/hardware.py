@@ -56,7 +56,7 @@ def measure_machine(lang: str = LANG, progress=gr.Progress()):
     T = TEXT.table(lang)
     MODEL.start()
     while not MODEL.ready.wait(0.5):
-        progress(0.0, desc=MODEL.status(lang).split("<span")[0].replace("**", ""))
+        progress(0.0, desc=MODEL.status_plain(lang))
     engine = MODEL.engine
     if engine is None or engine.drafter is None:
         fig, md, _ = recorded_views(lang)

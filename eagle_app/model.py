@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import html
 import os
+import re
 import threading
 import time
 from concurrent.futures import Future
@@ -89,6 +90,10 @@ class ModelHolder:
         if self._job is None:
             return APP("model.loading", lang, since="")
         return APP("model.loading", lang, since=APP("model.since", lang, s=time.perf_counter() - self.t0))
+
+    def status_plain(self, lang: str = "en") -> str:
+        """The status line as plain text (a console, a progress bar): no Markdown bold, no hover element."""
+        return re.sub(r"\s*<[^>]*>[^<]*</[^>]*>|<[^>]*>", "", self.status(lang)).replace("**", "").strip()
 
 
 SHIPPED = {os.path.relpath(d, os.path.dirname(os.path.dirname(DEFAULT_HEAD_DIR))) for d in (DEFAULT_HEAD_DIR, DEFAULT_HEAD3_DIR)}

@@ -96,6 +96,14 @@ def test_the_model_line_is_plain_words_with_the_details_on_hover():
     zh = model_line(_engine(), 4.24, "zh")
     assert "运行在本机 CPU 上" in _visible(zh) and "由本项目训练" in zh and "（详情）" in zh
     assert "onednn" not in _visible(zh) and "onednn" in zh
+    # the console's and the progress bar's copy: plain text, no hover element, no Markdown
+    from eagle_app.model import ModelHolder
+
+    holder = ModelHolder()
+    holder.set_engine(_engine())
+    plain = holder.status_plain()
+    assert plain.startswith("Model ready: SmolLM2-135M-Instruct on this CPU")
+    assert not any(c in plain for c in "<>*") and "details" not in plain and "onednn" not in plain
 
 
 def test_the_model_line_says_what_kind_of_head_it_has():

@@ -202,8 +202,8 @@ def run_train3(args):
         for g, lam, base in zip(opt.param_groups, sched.lr_lambdas, sched.base_lrs):
             g["lr"] = base * lam(state["step"])
         print(f"continuing at epoch {state['epoch']} batch {state['batch']} (step {state['step']})", flush=True)
-    _TrainRun3(args, target, head, layers, records, hold, opt, sched, state, ckpt).loop()
-    print("training done", flush=True)
+    if _TrainRun3(args, target, head, layers, records, hold, opt, sched, state, ckpt).loop():
+        print("training done", flush=True)
 
 
 def _initial_head3(args, target, records, ckpt: str):
@@ -278,7 +278,8 @@ class _TrainRun3:
                         "acc_by_step": [round(x, 4) for x in accs], "elapsed_s": round(st["elapsed"], 1),
                         "cpu_s": round(st["cpu"], 1)})
 
-    def loop(self) -> None:
+    def loop(self) -> bool:
+        """Train to the last epoch's end (True) or until --max-minutes (False, saved to resume)."""
         a, st = self.args, self.state
         t_ckpt = t_session = time.time()
         self.head.train()
@@ -296,7 +297,8 @@ class _TrainRun3:
                 if a.max_minutes and time.time() - t_session > a.max_minutes * 60:
                     self.save()
                     print("time budget reached; rerun the same command to resume", flush=True)
-                    return
+                    return False
             st["epoch"] += 1; st["batch"] = 0
             self.evaluate(st["epoch"])
             self.save()
+        return True

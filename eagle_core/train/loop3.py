@@ -32,7 +32,7 @@ import torch
 from ..head3 import Eagle3Config, Eagle3Head, save_head3
 from .features import cached, cached_features, id_batch, teacher_forced
 from .loop import GRAD_CLIP, LOG_EVERY, holdout_record, holdout_sets, make_batches
-from .session import optimizer_and_resume
+from .session import SaveClock, optimizer_and_resume
 
 TTT_STEPS = 7  # unrolled draft steps (the official trainer's `length`)
 TTT_DECAY = 0.8  # step k weighs 0.8^k
@@ -281,7 +281,7 @@ class _TrainRun3:
     def loop(self) -> bool:
         """Train to the last epoch's end (True) or until --max-minutes (False, saved to resume)."""
         a, st = self.args, self.state
-        t_ckpt = t_session = time.time()
+        clock = SaveClock(a.ckpt_minutes, a.max_minutes)
         self.head.train()
         if a.eval_every and st["step"] == 0:
             self.evaluate(0.0)  # where the curve starts: the initial (or warm-start) head
@@ -292,11 +292,7 @@ class _TrainRun3:
                 self.step(batches[st["batch"]])
                 if a.eval_every and st["step"] % a.eval_every == 0:
                     self.evaluate(st["epoch"] + st["batch"] / len(batches))
-                if time.time() - t_ckpt > a.ckpt_minutes * 60:
-                    self.save(); t_ckpt = time.time()
-                if a.max_minutes and time.time() - t_session > a.max_minutes * 60:
-                    self.save()
-                    print("time budget reached; rerun the same command to resume", flush=True)
+                if not clock.after_step(self.save):
                     return False
             st["epoch"] += 1; st["batch"] = 0
             self.evaluate(st["epoch"])

@@ -52,6 +52,26 @@ def optimizer_and_resume(head, lr: float, total_steps: int, ckpt: str, new: set[
     return opt, sched, c["state"], c
 
 
+class SaveClock:
+    """When a run saves: a checkpoint every `ckpt_minutes`, and a stop (saved, resumable) once
+    `max_minutes` (0: no limit) have passed since `t_session`. Shared by `train` and `train3`."""
+
+    def __init__(self, ckpt_minutes: float, max_minutes: float, t_session: float | None = None):
+        self.ckpt_s, self.max_s = ckpt_minutes * 60, max_minutes * 60
+        self.t_ckpt = time.time()
+        self.t_session = self.t_ckpt if t_session is None else t_session
+
+    def after_step(self, save) -> bool:
+        """Call after each step; False once the time budget ran out (saved by then)."""
+        if time.time() - self.t_ckpt > self.ckpt_s:
+            save(); self.t_ckpt = time.time()
+        if self.max_s and time.time() - self.t_session > self.max_s:
+            save()
+            print("time budget reached; rerun the same command to resume", flush=True)
+            return False
+        return True
+
+
 @dataclass
 class TrainingSet:
     """The records to train on, the held-out ones, the draft vocabulary and a summary of them."""
@@ -150,7 +170,7 @@ class Session:
         """The rest of the current epoch; False if the time budget ran out first (checkpoint saved)."""
         a, state = self.args, self.state
         batches = make_batches(self.data.train, a.tokens_per_batch, a.max_seq, a.seed + state["epoch"])
-        since_log, t_ckpt = StepStats(), time.time()
+        since_log, clock = StepStats(), SaveClock(a.ckpt_minutes, a.max_minutes, t_session)
         while state["batch"] < len(batches):
             t0 = time.time()
             since_log += self.step(collate(self.data.train, batches[state["batch"]], a.max_seq, self.target.device,
@@ -164,11 +184,7 @@ class Session:
                             "train_top1": since_log.top1 / max(since_log.count, 1),
                             "lr": self.sched.get_last_lr()[0], "elapsed_s": round(state["elapsed"], 1)})
                 since_log = StepStats()
-            if time.time() - t_ckpt > a.ckpt_minutes * 60:
-                self.save(); t_ckpt = time.time()
-            if a.max_minutes and time.time() - t_session > a.max_minutes * 60:
-                self.save()
-                print("time budget reached; rerun the same command to resume", flush=True)
+            if not clock.after_step(self.save):
                 return False
         return True
 

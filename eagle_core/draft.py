@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from . import kernels
+from . import kernels, lean_head
 from .config import DecodeSettings
 from .head import EagleHead, HeadCache
 from .tree import DraftTree, select_closed_top, static_tree_layout
@@ -70,6 +70,8 @@ class Drafter:
         self.lm = kernels.linear_of(self.lm_weight, target.linear_backend(tuple(self.lm_weight.shape)))
         if getattr(target, "kernels", None) is not None and target.kernels.swaps:
             kernels.install(head, target.kernels.policy)
+        # the head's drafting pass in a few calls where it applies (eagle_core/lean_head.py)
+        self.lean, self.lean_note = lean_head.build(head)
 
     @staticmethod
     def _check_fits(head, target) -> None:
@@ -107,7 +109,10 @@ class Drafter:
 
     def _run(self, tokens: torch.Tensor, feats: torch.Tensor, positions: torch.Tensor, cache: HeadCache, mask=None):
         """tokens (n,), feats (n, H), positions (n,) -> predicted features (n, H)."""
-        emb = self.embed(tokens.to(self.lm_weight.device))[None].to(feats.dtype)
+        emb = self.embed(tokens.to(self.lm_weight.device))
+        if self.lean is not None and self.lean.applies(feats):
+            return self.lean(emb.to(feats.dtype), feats, positions, cache, mask)
+        emb = emb[None].to(feats.dtype)
         out = self.head(emb, feats[None].to(emb.dtype), positions, mask=mask, cache=cache)
         return out[0]
 

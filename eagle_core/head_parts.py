@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .kernels import attention as _kernel_attention
+
 
 def _rope_theta(target_config) -> float:
     theta = getattr(target_config, "rope_theta", None)
@@ -130,7 +132,11 @@ class AttentionBlock(nn.Module):
         if cache is not None:
             start = cache.length
             cache.append(k, v)
-            k, v = cache.k[:, :, :start + k.shape[2]], cache.v[:, :, :start + k.shape[2]]
+            length = start + k.shape[2]
+            if _kernel_attention.serves_cache(q, cache.k, mask):  # drafting on a CPU: the engine's kernel
+                return _kernel_attention.attend_cache(q[0].contiguous(), cache.k[0], cache.v[0], length,
+                                                      mask).transpose(0, 1)[None]
+            k, v = cache.k[:, :, :length], cache.v[:, :, :length]
         return attention(q, k, v, self.n_heads, mask)
 
     def finish(self, h, attn_out):

@@ -145,7 +145,7 @@ def test_profile_buckets_cover_the_cycle():
                        DecodeSettings(method="eagle2", max_new_tokens=12, depth=3, tree_top_k=3, total_tokens=6))
     buckets = dict(p["buckets"])
     assert "Target.forward" not in p["missing"] and buckets["verify: target body"] > 0
-    assert buckets["draft: head layer (EagleHead.forward)"] > 0
+    assert buckets["draft: head layer (LeanHead.__call__ or EagleHead.forward)"] > 0
     assert sum(buckets.values()) == pytest.approx(p["cycle_ms"])
     assert buckets["other (loop, tensors, stop checks)"] > -0.05 * p["cycle_ms"]  # no double counting
 

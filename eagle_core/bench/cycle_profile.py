@@ -21,12 +21,13 @@ def _key(fn):
 
 
 def _engine_functions() -> dict:
-    from .. import decode, draft, head, target, tree
+    from .. import decode, draft, head, lean_head, target, tree
 
     g = lambda obj, name: getattr(obj, name, None)  # noqa: E731  (tolerate engine refactors)
     return {
         "Target.forward": g(target.Target, "forward"), "Target.logits": g(target.Target, "logits"),
-        "EagleHead.forward": g(head.EagleHead, "forward"), "Drafter._logits": g(draft.Drafter, "_logits"),
+        "EagleHead.forward": g(head.EagleHead, "forward"), "LeanHead.__call__": g(lean_head.LeanHead, "__call__"),
+        "Drafter._logits": g(draft.Drafter, "_logits"),
         "Drafter._run": g(draft.Drafter, "_run"), "Drafter._expand": g(draft.Drafter, "_expand"),
         "Drafter.catch_up": g(draft.Drafter, "catch_up"), "Drafter.draft": g(draft.Drafter, "draft"),
         "tree_attention_mask": g(tree, "tree_attention_mask"), "tree_positions": g(tree, "tree_positions"),
@@ -40,7 +41,10 @@ def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, flo
     fns = _engine_functions()
     keys = {n: _key(f) for n, f in fns.items()}
     st = stats.stats  # {key: (cc, nc, tt, ct, callers)}
-    missing = [n for n, k in keys.items() if k is None or k not in st]
+    missing = [n for n, k in keys.items() if (k is None or k not in st)
+               and n not in ("EagleHead.forward", "LeanHead.__call__")]
+    if keys["EagleHead.forward"] not in st and keys["LeanHead.__call__"] not in st:
+        missing.append("EagleHead.forward / LeanHead.__call__")
 
     def ct(name):
         k = keys[name]
@@ -53,7 +57,8 @@ def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, flo
             return 0.0
         return st[k][4][kc][3]
 
-    head_layer, draft_lm = ct("EagleHead.forward"), ct("Drafter._logits")
+    # the head's layer: the lean pass where it applies, else the modules (a profile sees one of them)
+    head_layer, draft_lm = ct("EagleHead.forward") + ct("LeanHead.__call__"), ct("Drafter._logits")
     head_inputs = ct("Drafter._run") - head_layer
     draft_mask = ct("Drafter._expand") - ct_from("Drafter._run", "Drafter._expand")
     drafting = ct("Drafter.catch_up") + ct("Drafter.draft")
@@ -61,7 +66,7 @@ def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, flo
     # LM-head call inside a profiled cycle comes from _accept (the prefill is not profiled).
     accept_lm = ct("Target.logits")
     rows = [
-        ("draft: head layer (EagleHead.forward)", head_layer),
+        ("draft: head layer (LeanHead.__call__ or EagleHead.forward)", head_layer),
         ("draft: draft LM head + softmax (Drafter._logits)", draft_lm),
         ("draft: head inputs (embedding, concat)", head_inputs),
         ("draft: head attention masks (_expand)", draft_mask),

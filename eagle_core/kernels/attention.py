@@ -123,3 +123,27 @@ def set_attention(model, name: str) -> str:
     else:
         model.config._attn_implementation = name
     return old
+
+
+def attend_cache(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length: int, mask=None) -> torch.Tensor:
+    """A draft head's attention through attention.c: q (H, n, d) contiguous float32; k, v (G, M, d)
+    the head cache's buffers, the first `length` rows of each head valid; mask (n, length) bool
+    (True = may attend) or None (causal: row i sees keys up to length - n + i). -> (n, H, d)."""
+    H, n, d = q.shape
+    G = k.shape[0]
+    if mask is not None:
+        mask = torch.zeros(mask.shape).masked_fill_(~mask, float("-inf"))
+    out = torch.empty(n, H, d)
+    rc = library().attend(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if mask is None else mask.data_ptr(),
+                          out.data_ptr(), H, G, n, length, d, k.stride(0), float(d ** -0.5), int(mask is None),
+                          torch.get_num_threads())
+    if rc != 0:
+        raise MemoryError("attention kernel: out of memory")
+    return out
+
+
+def serves_cache(q: torch.Tensor, k: torch.Tensor, mask=None) -> bool:
+    """Can attend_cache serve a draft head's call: one sequence, CPU float32, a bool mask or none,
+    the kernel built."""
+    return ((mask is None or mask.dtype is torch.bool) and q.shape[0] == 1 and q.device.type == "cpu" and q.dtype is torch.float32 and k.dtype is torch.float32
+            and k.stride(-1) == 1 and k.stride(-2) == k.shape[-1] and library() is not None)

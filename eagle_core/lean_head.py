@@ -1,0 +1,176 @@
+"""A lean drafting pass of the draft head on a CPU: the head's arithmetic in a few calls.
+
+A drafting cycle runs the head twice (a catch-up on the accepted tokens, then one expansion per
+tree depth), each on one or two rows. Through its modules a pass costs ~1.8 ms on the AMD Zen 4
+machine, of which the head's eight products are ~0.4 ms; the rest is ~60 small tensor
+operations, module calls, SDPA's set-up and its copy of the cache's keys and values to every
+query head (grouped-query attention). This pass runs the same layer as:
+
+    (EAGLE-1/2) h = fc(cat(emb, f))  (EAGLE-3) x = cat(norm(emb), norm(h)), h or norm(h) as residual
+    ONE product [Wq; Wk; Wv] -> RoPE on q and k together, from a table of the head's own cos/sin
+    -> k, v written into the head cache -> the engine's attention kernel (kernels/attention.c: no
+    copy per query head, masked keys skipped) -> o_proj -> residual -> RMSNorm -> ONE product
+    [Wgate; Wup] -> silu(gate) * up -> down_proj -> residual
+
+Every operation is the one the modules run, elementwise in the same order, and the fused products
+go through smallgemm (one accumulator per output in a fixed order, so stacking changes no bit).
+Drafting with a cache on a CPU in float32 takes this attention kernel in the modules too
+(head_parts.AttentionBlock.attend), so this pass equals the module pass bit for bit
+(tests/test_lean_head.py). Training never has a cache and keeps SDPA.
+
+`build(head)` returns None, with the reason, when the pass does not apply (another device or
+dtype, the head's products not on smallgemm, hooks, EAGLE_LEAN=0); a call checks the few things
+that can change after load and otherwise returns None so the drafter runs the modules.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+
+from . import kernels
+from .head import EagleHead
+from .head3 import Eagle3Head
+from .kernels import attention
+from .lean import ENV, _fused, _has_hooks, _own
+
+
+def _rms(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """head_parts.RMSNorm on float32, op for op."""
+    return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
+
+
+class _HeadLayer:
+    """One decoder layer of a head in the lean form: fused products, norm weights, sizes."""
+
+    __slots__ = ("pre", "pre_eps", "post", "eps", "qkv", "o", "gate_up", "down", "H", "G", "d", "inter")
+
+    def __init__(self, layer, installed):
+        a, m = layer.self_attn, layer.mlp
+        pre = getattr(layer, "input_layernorm", None)
+        self.pre = None if pre is None else pre.weight.detach()  # (EAGLE-3's midlayer: LeanHead reads its own)
+        self.pre_eps = None if pre is None else pre.eps
+        self.post = layer.post_attention_layernorm.weight.detach()
+        self.eps = layer.post_attention_layernorm.eps
+        self.qkv = _fused(installed, [a.q_proj, a.k_proj, a.v_proj])
+        self.o, self.down = _own(a.o_proj), _own(m.down_proj)
+        self.gate_up = _fused(installed, [m.gate_proj, m.up_proj])
+        self.H, self.G, self.d, self.inter = layer.n_heads, layer.n_kv, layer.d, m.gate_proj.out_features
+
+
+def _layers(head) -> list:
+    return list(head.layers) if isinstance(head, EagleHead) else [head.midlayer]
+
+
+def _products(head) -> list:
+    mods = [] if isinstance(head, Eagle3Head) else [head.fc]
+    for L in _layers(head):
+        a, m = L.self_attn, L.mlp
+        mods += [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
+    return mods
+
+
+def unsupported(head) -> str | None:
+    """Why the lean pass cannot run this head (None: it can)."""
+    if os.environ.get(ENV, "1").strip().lower() in ("0", "off", "false", "no"):
+        return f"{ENV}=0"
+    if not isinstance(head, (EagleHead, Eagle3Head)):
+        return f"head type {type(head).__name__}"
+    if kernels.library() is None:
+        return "eagle_core.kernels not built"
+    params = list(head.parameters())
+    if any(p.device.type != "cpu" or p.dtype is not torch.float32 for p in params):
+        return "lean head pass: CPU float32 only"
+    prods = _products(head)
+    if not all(isinstance(p, kernels.Linear) and p.backend.name == "smallgemm" for p in prods):
+        return "the head's products are not all on smallgemm"
+    for L in _layers(head):
+        a = L.self_attn
+        if len({p.bias is None for p in (a.q_proj, a.k_proj, a.v_proj)}) > 1 or L.d % 8 or L.n_heads % L.n_kv:
+            return "unexpected head layer shapes"
+    if any(_has_hooks(m) or "forward" in m.__dict__ for m in head.modules()):
+        return "forward hooks or patched forwards on the head"
+    return None
+
+
+class LeanHead:
+    """The lean drafting pass of one head (see the module docstring)."""
+
+    def __init__(self, head):
+        self.head = head
+        self.eagle3 = isinstance(head, Eagle3Head)
+        self.installed = kernels.Installed([], {}, "smallgemm")  # what lean._fused reads: the policy
+        self._sources = [t for p in _products(head) for t in (p.weight, p.bias) if t is not None]
+        self._pack()
+        self._cos = self._sin = None  # RoPE tables by position, grown on demand (rope_rows)
+
+    def _fingerprint(self) -> list:
+        return [kernels.weight_version(t) for t in self._sources]
+
+    def _pack(self) -> None:
+        head = self.head
+        self.layers = [_HeadLayer(L, self.installed) for L in _layers(head)]
+        self.fc = None if self.eagle3 else _own(head.fc)
+        if self.eagle3:
+            m = head.midlayer
+            self.emb_norm = (m.input_layernorm.weight.detach(), m.input_layernorm.eps)
+            self.hidden_norm = (m.hidden_norm.weight.detach(), m.hidden_norm.eps)
+            self.norm_before_residual = m.norm_before_residual
+        self._seen = self._fingerprint()
+
+    def rope_rows(self, positions: torch.Tensor, capacity: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos (n, 1, d) and sin with its first half negated (n, 1, d), rows of tables made by the
+        head's own `rope` (each row has the bits head.rope gives for that position alone). The
+        tables cover twice the head cache's capacity: a committed row sits below it and a draft
+        node at most a tree depth above the committed ones, so no position is read to the host."""
+        if self._cos is None or self._cos.shape[0] < 2 * capacity:
+            cos, sin = self.head.rope(torch.arange(2 * capacity), torch.float32, torch.device("cpu"))
+            half = cos.shape[-1] // 2
+            self._cos = cos.unsqueeze(1)
+            self._sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1).unsqueeze(1)
+        return self._cos[positions], self._sin[positions]
+
+    def applies(self, x: torch.Tensor) -> bool:
+        return (x.device.type == "cpu" and x.dtype is torch.float32 and not self.head.training
+                and not torch.is_grad_enabled()
+                and not any(_has_hooks(m) for m in self.head.modules()))
+
+    def __call__(self, emb, feats, positions, cache, mask=None) -> torch.Tensor:
+        """emb (n, H) token embeddings; feats (n, H) features (EAGLE-3: fused or its own output);
+        positions (n,); cache: the head's HeadCache; mask (n, cache.length + n) bool or None
+        (causal). -> (n, H), what the head's forward returns for these rows."""
+        if self._fingerprint() != self._seen:
+            self._pack()
+        cos, sin = self.rope_rows(positions, cache.layers[0].k.shape[2])
+        if self.eagle3:
+            hn = _rms(feats, *self.hidden_norm)
+            x = torch.cat((_rms(emb, *self.emb_norm), hn), dim=-1)
+            res = hn if self.norm_before_residual else feats
+            return self._layer(self.layers[0], res, x, cos, sin, cache.layers[0], mask)
+        h = self.fc(torch.cat((emb, feats), dim=-1))
+        for i, L in enumerate(self.layers):
+            x = h if L.pre is None else _rms(h, L.pre, L.pre_eps)
+            h = self._layer(L, h, x, cos, sin, cache.layers[i], mask)
+        return h
+
+    @staticmethod
+    def _layer(L: _HeadLayer, h, x, cos, sin, lc, mask) -> torch.Tensor:
+        """h (n, H) the residual, x (n, K) the product input -> the layer's output (n, H)."""
+        n, H, G, d = x.shape[0], L.H, L.G, L.d
+        qkv = L.qkv(x).view(n, H + 2 * G, d)
+        qk = qkv[:, : H + G]
+        qk = qk * cos + qk.roll(d // 2, dims=-1) * sin  # RoPE on q and k at once: (n, H + G, d)
+        start = lc.length
+        lc.append(qk[:, H:].transpose(0, 1)[None], qkv[:, H + G:].transpose(0, 1)[None])
+        q = qk[:, :H].transpose(0, 1).contiguous()  # (H, n, d)
+        out = attention.attend_cache(q, lc.k[0], lc.v[0], start + n, mask)  # (n, H, d)
+        h = h + L.o(out.view(n, H * d))
+        gu = L.gate_up(_rms(h, L.post, L.eps))
+        return h + L.down(F.silu(gu[:, : L.inter]) * gu[:, L.inter:])
+
+
+def build(head) -> tuple[LeanHead | None, str]:
+    """-> (the lean pass or None, why not)."""
+    reason = unsupported(head)
+    return (None, reason) if reason is not None else (LeanHead(head), "")

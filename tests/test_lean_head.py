@@ -1,0 +1,154 @@
+"""The lean drafting pass of the draft heads (eagle_core.lean_head): the same bits as the head's
+modules for a catch-up and for tree expansions, the same caches after them, the same trees and
+q values in a whole decode (greedy identical to vanilla), and the module path wherever the pass
+does not apply."""
+import pytest
+import torch
+
+from conftest import CharTokenizer
+from test_kernels import needs_smallgemm
+from eagle_core import DecodeSettings, Engine, from_model, lean_head
+from eagle_core.default_head import random_head3
+from eagle_core.head import EagleHead, HeadConfig
+
+pytestmark = needs_smallgemm
+
+
+def _target(kind: str = "llama", layers: int = 8, kernels: str = "smallgemm", seed: int = 0):
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
+
+    torch.manual_seed(seed)
+    cfg = (LlamaConfig if kind == "llama" else Qwen2Config)(
+        vocab_size=32, hidden_size=64, intermediate_size=128, num_hidden_layers=layers, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=512, bos_token_id=None, eos_token_id=None, pad_token_id=0,
+        tie_word_embeddings=False)
+    model = AutoModelForCausalLM.from_config(cfg)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(20.0)
+    model.generation_config.eos_token_id = None
+    return from_model(model, CharTokenizer(32), name=f"tiny-{kind}", eos_ids=(-1,), kernels=kernels)
+
+
+def _eagle2(target, layers: int = 1, seed: int = 1) -> EagleHead:
+    torch.manual_seed(seed)
+    cfg = HeadConfig.for_target(target.config, qkv_bias=target.config.model_type == "qwen2", num_hidden_layers=layers)
+    head = EagleHead(cfg).eval()
+    with torch.no_grad():  # norms and biases away from their initial 1 / 0, so a misplaced one shows
+        for name, p in head.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):
+                p.copy_(torch.randn_like(p) * 0.1)
+    return head
+
+
+def _eagle3(target, norm_before_residual: bool = False):
+    head = random_head3(target, seed=2)
+    head.midlayer.norm_before_residual = norm_before_residual
+    with torch.no_grad():
+        for name, p in head.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5)
+    return head
+
+
+HEADS = {
+    "eagle2": lambda: Engine(t := _target(), _eagle2(t)).drafter,
+    "eagle2-qwen2-two-layers": lambda: Engine(t := _target("qwen2"), _eagle2(t, layers=2)).drafter,
+    "eagle3": lambda: Engine(t := _target(), head3=_eagle3(t)).drafter3,
+    "eagle3-norm-before-residual": lambda: Engine(t := _target(), head3=_eagle3(t, True)).drafter3,
+}
+
+
+def _passes(drafter, lean: bool):
+    """A catch-up of 20 committed rows, then two depths of tree expansion with the drafter's own
+    masks: (each pass's output, the head cache's keys and values)."""
+    saved = drafter.lean
+    drafter.lean = saved if lean else None
+    try:
+        g = torch.Generator().manual_seed(0)
+        width = drafter.head.fc.weight.shape[1] if hasattr(drafter.head, "midlayer") else drafter.head.config.hidden_size
+        feats = torch.randn(20, width, generator=g)
+        toks = torch.randint(0, 32, (20,), generator=g)
+        cache = drafter.new_cache(64)
+        with torch.inference_mode():
+            root = drafter.catch_up(cache, feats, toks, 0)
+            s = DecodeSettings(method="eagle2", depth=3, tree_top_k=2, total_tokens=6)
+            tree = drafter.draft(s, cache, int(toks[-1]), root, 20, 3)
+            # the expansions the tree made, rerun by hand to compare their outputs too
+            m = torch.ones(2, 22, dtype=torch.bool)
+            m[0, 21] = m[1, 20] = False
+            out = drafter._run(toks[:2], torch.stack([root, root]), torch.tensor([20, 20]), cache, m)
+        lc = cache.layers
+        return [root, out, *(c.k[:, :, :22] for c in lc), *(c.v[:, :, :22] for c in lc)], tree
+    finally:
+        drafter.lean = saved
+
+
+@pytest.mark.parametrize("name", sorted(HEADS))
+def test_lean_pass_gives_the_modules_bits(name):
+    drafter = HEADS[name]()
+    assert drafter.lean is not None, drafter.lean_note
+    (got, tree), (want, tree_ref) = _passes(drafter, True), _passes(drafter, False)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b), (a - b).abs().max()
+    assert tree.tokens == tree_ref.tokens and tree.parents == tree_ref.parents
+    assert tree.q == tree_ref.q
+
+
+@pytest.mark.parametrize("method", ["eagle2", "eagle3"])
+def test_decode_through_the_lean_pass_is_the_module_decode_and_vanilla(method):
+    t = _target()
+    e = Engine(t, _eagle2(t), head3=_eagle3(t))
+    drafter = e.drafter if method == "eagle2" else e.drafter3
+    calls = []
+    real = drafter.lean.__call__
+
+    class Spy:
+        applies = drafter.lean.applies
+
+        def __call__(self, *a, **k):
+            calls.append(1)
+            return real(*a, **k)
+
+    s = DecodeSettings(method=method, depth=3, tree_top_k=2, total_tokens=6, max_new_tokens=40)
+    van = e.run("abcab", DecodeSettings(method="vanilla", max_new_tokens=40)).summary.token_ids
+    saved, drafter.lean = drafter.lean, Spy()
+    lean_run = e.run("abcab", s)
+    drafter.lean = None
+    module_run = e.run("abcab", s)
+    drafter.lean = saved
+    assert calls, "the lean pass was not used"
+    assert lean_run.summary.token_ids == module_run.summary.token_ids == van
+    for a, b in zip(lean_run.cycles, module_run.cycles, strict=True):
+        assert [(n.token_id, n.parent, n.q) for n in a.nodes] == [(n.token_id, n.parent, n.q) for n in b.nodes]
+
+
+def test_where_the_pass_does_not_apply_the_modules_run(monkeypatch):
+    t = _target()
+    assert Engine(t, _eagle2(t)).drafter.lean is not None
+    monkeypatch.setenv("EAGLE_LEAN", "0")
+    d = Engine(t, _eagle2(t)).drafter
+    assert d.lean is None and "EAGLE_LEAN=0" in d.lean_note
+    monkeypatch.delenv("EAGLE_LEAN")
+    stock = _target(kernels="stock")
+    d = Engine(stock, _eagle2(stock)).drafter
+    assert d.lean is None and "smallgemm" in d.lean_note
+    built, why = lean_head.build(_eagle2(t).to(torch.bfloat16))
+    assert built is None and "float32" in why
+    lean = Engine(t, _eagle2(t)).drafter.lean
+    x = torch.zeros(2, 64)
+    assert not lean.applies(x)  # gradients on: the modules (they differentiate)
+    with torch.inference_mode():
+        assert lean.applies(x) and not lean.applies(x.to(torch.bfloat16))
+
+
+def test_weights_edited_in_place_are_repacked():
+    t = _target()
+    drafter = Engine(t, _eagle2(t)).drafter
+    _passes(drafter, True)
+    with torch.no_grad():
+        drafter.head.layers[0].mlp.up_proj.weight.mul_(1.5)
+        drafter.head.fc.weight.add_(0.01)
+    (got, _), (want, _) = _passes(drafter, True), _passes(drafter, False)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))

@@ -1,13 +1,20 @@
-"""What drafting costs per cycle on the CPU tree, as a share of a vanilla step, with the draft LM
-head in float32 (the engine's) and in bfloat16 (an experiment): one MT-bench prompt per category,
-vanilla once, then EAGLE-2 with each draft LM head twice, interleaved; every EAGLE run must equal
-vanilla token for token. Run on a quiet machine (docs/performance.md, "Issue 30's cycle bounds").
+"""What drafting costs per cycle on the CPU tree, as a share of a vanilla step, for several ways of
+running the draft head: one MT-bench prompt per category, vanilla once, then EAGLE-2 with each
+variant twice, interleaved; every EAGLE run must equal vanilla token for token. Run on a quiet
+machine (docs/performance.md, "Issue 30's cycle bounds").
 
-    python scripts/measure_drafting.py --json-out docs/data/bench/cycle_draft_bf16_zen4.json
+    python scripts/measure_drafting.py --json-out docs/data/bench/cycle_draft_lean_zen4.json
+
+Variants (--variants, default lean,modules,modules-sdpa):
+  lean          the engine as shipped: the head's lean pass (eagle_core/lean_head.py)
+  modules       the head's modules (their attention through the engine's kernel)
+  modules-sdpa  the head's modules with torch's SDPA attention (the engine before the lean pass)
+  bf16-lm-head  the lean pass with a bfloat16 draft LM head through oneDNN (an experiment)
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -19,7 +26,7 @@ import torch  # noqa: E402
 
 from eagle_core import DecodeSettings, load_engine  # noqa: E402
 from eagle_core.bench.report import machine_info  # noqa: E402
-from eagle_core.kernels import linear_of  # noqa: E402
+from eagle_core.kernels import attention, linear_of  # noqa: E402
 
 PROMPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "eval",
                        "mt_bench_question.jsonl")
@@ -35,37 +42,52 @@ def one_per_category(path: str) -> list[str]:
     return out
 
 
-def measure(prompts, max_new: int) -> dict:
+@contextlib.contextmanager
+def variant(d, name: str):
+    """Run the drafter `d` the way `name` says (see the module docstring), then restore it."""
+    lean, lm, serves = d.lean, (d.lm_weight, d.lm), attention.serves_cache
+    try:
+        if name in ("modules", "modules-sdpa"):
+            d.lean = None
+        if name == "modules-sdpa":
+            attention.serves_cache = lambda *a, **k: False
+        if name == "bf16-lm-head":
+            wb = d.lm_weight.to(torch.bfloat16)
+            d.lm_weight, d.lm = wb, linear_of(wb, "onednn")
+        elif name not in ("lean", "modules", "modules-sdpa"):
+            raise SystemExit(f"unknown variant {name!r}")
+        yield
+    finally:
+        d.lean, (d.lm_weight, d.lm), attention.serves_cache = lean, lm, serves
+
+
+def measure(prompts, max_new: int, variants: list[str]) -> dict:
     e = load_engine(None, None, None)
     d = e.drafter
-    heads = {"fp32": (d.lm_weight, d.lm)}
-    wb = d.lm_weight.to(torch.bfloat16)
-    heads["bf16"] = (wb, linear_of(wb, "onednn"))
     eag = DecodeSettings(method="eagle2", depth=2, tree_top_k=2, total_tokens=4, max_new_tokens=max_new)
     van = DecodeSettings(method="vanilla", max_new_tokens=max_new)
-    out = {"machine": machine_info("cpu"), "vanilla_ms_per_token": [], "fp32": [], "bf16": []}
+    out = {"machine": machine_info("cpu"), "vanilla_ms_per_token": [], **{name: [] for name in variants}}
     for q in prompts:
         v = e.run(q, van).summary
         out["vanilla_ms_per_token"].append(v.wall_s / v.new_tokens * 1000)
-        for name in ("fp32", "bf16", "fp32", "bf16"):
-            d.lm_weight, d.lm = heads[name]
-            r = e.run(q, eag).summary
+        for name in variants * 2:
+            with variant(d, name):
+                r = e.run(q, eag).summary
             if r.token_ids != v.token_ids:
-                raise SystemExit(f"EAGLE ({name} draft LM head) differs from vanilla on {q[:40]!r}")
+                raise SystemExit(f"EAGLE ({name}) differs from vanilla on {q[:40]!r}")
             out[name].append({"draft_ms_per_cycle": r.draft_s / r.cycles * 1000,
                               "verify_ms_per_cycle": r.verify_s / r.cycles * 1000,
                               "cycle_ms": r.wall_s / r.cycles * 1000, "tau": r.tau, "tok_s": r.tokens_per_s})
-    d.lm_weight, d.lm = heads["fp32"]
     return out
 
 
 def summary(out: dict) -> str:
     step = statistics.median(out["vanilla_ms_per_token"])
     lines = [f"{out['machine']['cpu']}, {out['machine']['threads']} threads; vanilla {step:.2f} ms a token (median)"]
-    for name in ("fp32", "bf16"):
+    for name in [k for k in out if k not in ("machine", "vanilla_ms_per_token")]:
         v = out[name]
         med = lambda k: statistics.median(x[k] for x in v)  # noqa: E731
-        lines.append(f"{name} draft LM head: drafting {med('draft_ms_per_cycle'):.2f} ms a cycle "
+        lines.append(f"{name}: drafting {med('draft_ms_per_cycle'):.2f} ms a cycle "
                      f"({med('draft_ms_per_cycle') / step:.3f} of a vanilla step), verification "
                      f"{med('verify_ms_per_cycle'):.2f} ms, cycle {med('cycle_ms'):.2f} ms "
                      f"({med('cycle_ms') / step:.2f} steps), tau {statistics.mean(x['tau'] for x in v):.3f}, "
@@ -78,10 +100,11 @@ def main(argv=None) -> None:
     ap.add_argument("--prompts", default=os.path.normpath(PROMPTS))
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--variants", default="lean,modules,modules-sdpa")
     ap.add_argument("--json-out", default=None)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    out = measure(one_per_category(a.prompts), a.max_new_tokens)
+    out = measure(one_per_category(a.prompts), a.max_new_tokens, a.variants.split(","))
     print(summary(out))
     if a.json_out:
         with open(a.json_out, "w") as f:

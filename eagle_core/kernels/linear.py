@@ -103,7 +103,7 @@ class SmallGemm:
     @staticmethod
     def prepare(w):
         n, k = w.shape
-        size = (n + 7) // 8 * 8 * k
+        size = (n + 15) // 16 * 16 * k  # pairs of 8-output panels (smallgemm.c)
         buf = torch.empty(size + ALIGN // 4)
         off = (-buf.data_ptr() % ALIGN) // 4
         packed = buf[off:off + size]

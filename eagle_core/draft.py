@@ -67,7 +67,10 @@ class Drafter:
         self.embed = target.embed
         self.vocab_map, self.lm_weight = self._draft_lm(head, target, draft_vocab)
         # The head's layers and its LM-head product run on the target's CPU kernels (eagle_core.kernels).
-        self.lm = kernels.linear_of(self.lm_weight, target.linear_backend(tuple(self.lm_weight.shape)))
+        backend = target.linear_backend(tuple(self.lm_weight.shape))
+        if backend == "smallgemm" and kernels.SmallGemm16.exact(self.lm_weight):
+            backend = "smallgemm16"  # an EAGLE-3 head's own LM head, float16 on disk: half the bytes, same bits
+        self.lm = kernels.linear_of(self.lm_weight, backend)
         if getattr(target, "kernels", None) is not None and target.kernels.swaps:
             kernels.install(head, target.kernels.policy)
         # the head's drafting pass in a few calls where it applies (eagle_core/lean_head.py)

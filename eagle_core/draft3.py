@@ -44,6 +44,9 @@ class Eagle3Drafter(Drafter):
         """Feed committed pairs (a_t, x_{t+1}), a_t = the target's captured layer inputs (m, 3H);
         returns the root's feature (H,) for the first draft step."""
         assert cache.length == start_pos, f"head cache holds {cache.length} positions, expected {start_pos}"
-        fused = self.head.fuse(feats.to(self.head.fc.weight.dtype))  # (m, H)
+        if self.lean is not None and self.lean.applies(feats):
+            fused = self.lean.fuse(feats)  # (m, H), the same bits as head.fuse
+        else:
+            fused = self.head.fuse(feats.to(self.head.fc.weight.dtype))
         pos = torch.arange(start_pos, start_pos + feats.shape[0], device=feats.device)
         return self._run(next_tokens, fused, pos, cache)[-1]

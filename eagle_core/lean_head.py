@@ -33,12 +33,23 @@ from . import kernels
 from .head import EagleHead
 from .head3 import Eagle3Head
 from .kernels import attention
-from .lean import ENV, _fused, _has_hooks, _own
+from .lean import ENV, _fused, _has_hooks, _own, _Product
 
 
 def _rms(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """head_parts.RMSNorm on float32, op for op."""
     return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def _product(installed, parts):
+    """The product with the stacked weights (and biases) of `parts`: from float16 storage where
+    every weight is a float16 (a head read from its float16 checkpoint: the same bits from half the
+    bytes, kernels.SmallGemm16), else as the target's lean forward makes it."""
+    w = torch.cat([p.weight.detach() for p in parts])
+    if kernels.SmallGemm16.exact(w):
+        bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
+        return _Product(kernels.SmallGemm16, kernels.SmallGemm16.prepare(w), bias, w.shape[0])
+    return _fused(installed, parts) if len(parts) > 1 else _own(parts[0])
 
 
 class _HeadLayer:
@@ -53,9 +64,9 @@ class _HeadLayer:
         self.pre_eps = None if pre is None else pre.eps
         self.post = layer.post_attention_layernorm.weight.detach()
         self.eps = layer.post_attention_layernorm.eps
-        self.qkv = _fused(installed, [a.q_proj, a.k_proj, a.v_proj])
-        self.o, self.down = _own(a.o_proj), _own(m.down_proj)
-        self.gate_up = _fused(installed, [m.gate_proj, m.up_proj])
+        self.qkv = _product(installed, [a.q_proj, a.k_proj, a.v_proj])
+        self.o, self.down = _product(installed, [a.o_proj]), _product(installed, [m.down_proj])
+        self.gate_up = _product(installed, [m.gate_proj, m.up_proj])
         self.H, self.G, self.d, self.inter = layer.n_heads, layer.n_kv, layer.d, m.gate_proj.out_features
 
 
@@ -64,7 +75,7 @@ def _layers(head) -> list:
 
 
 def _products(head) -> list:
-    mods = [] if isinstance(head, Eagle3Head) else [head.fc]
+    mods = [head.fc]  # EAGLE-1/2: cat(emb, f) -> H; EAGLE-3: the captured target layers (3H) -> H
     for L in _layers(head):
         a, m = L.self_attn, L.mlp
         mods += [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
@@ -111,7 +122,7 @@ class LeanHead:
     def _pack(self) -> None:
         head = self.head
         self.layers = [_HeadLayer(L, self.installed) for L in _layers(head)]
-        self.fc = None if self.eagle3 else _own(head.fc)
+        self.fc = _product(self.installed, [head.fc])
         if self.eagle3:
             m = head.midlayer
             self.emb_norm = (m.input_layernorm.weight.detach(), m.input_layernorm.eps)
@@ -130,6 +141,12 @@ class LeanHead:
             self._cos = cos.unsqueeze(1)
             self._sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1).unsqueeze(1)
         return self._cos[positions], self._sin[positions]
+
+    def fuse(self, feats: torch.Tensor) -> torch.Tensor:
+        """EAGLE-3: (m, 3H) the target's captured layer inputs -> (m, H), as head.fuse."""
+        if self._fingerprint() != self._seen:
+            self._pack()
+        return self.fc(feats)
 
     def applies(self, x: torch.Tensor) -> bool:
         return (x.device.type == "cpu" and x.dtype is torch.float32 and not self.head.training

@@ -42,6 +42,25 @@ def test_smallgemm_row_is_bit_identical_alone_and_in_any_batch(threads):
         torch.set_num_threads(old)
 
 
+@needs_smallgemm
+@pytest.mark.parametrize("n,k", [(1, 1), (7, 3), (9, 33), (17, 70), (40, 576), (576, 1152)])
+def test_float16_storage_gives_the_float32_kernels_bits(n, k):
+    """A weight whose values are all float16s, packed as float16 (SmallGemm16): every row count,
+    with and without a bias, gives exactly SmallGemm's output; other weights are refused."""
+    g = torch.Generator().manual_seed(n + k)
+    w = torch.randn(n, k, generator=g).half().float()
+    b = torch.randn(n, generator=g)
+    st32, st16 = K.SmallGemm.prepare(w), K.SmallGemm16.prepare(w)
+    assert st16[0].dtype == torch.float16 and st16[0].numel() == st32[0].numel()  # half the bytes
+    for m in (1, 2, 5, 6, 7, 13, 25):
+        x = torch.randn(m, k, generator=g)
+        for bias in (None, b):
+            assert torch.equal(K.SmallGemm16.run(st16, x, bias), K.SmallGemm.run(st32, x, bias)), (m, bias is None)
+    assert K.SmallGemm16.exact(w) and not K.SmallGemm16.exact(torch.full((n, k), 0.1))  # 0.1: no float16
+    with pytest.raises(ValueError, match="float16"):
+        K.SmallGemm16.prepare(torch.randn(n, k, generator=g))
+
+
 def test_batch_invariance_check_can_fail():
     """A backend whose result depends on the batch (here: a different summation order for m > 1) is caught."""
 

@@ -8,8 +8,10 @@ import torch
 from conftest import CharTokenizer
 from test_kernels import needs_smallgemm
 from eagle_core import DecodeSettings, Engine, from_model, lean_head
+from eagle_core import kernels as K
 from eagle_core.default_head import random_head3
 from eagle_core.head import EagleHead, HeadConfig
+from eagle_core.kernels import SmallGemm16
 
 pytestmark = needs_smallgemm
 
@@ -52,8 +54,19 @@ def _eagle3(target, norm_before_residual: bool = False):
     return head
 
 
+def _float16_values(head):
+    """Every weight rounded to a float16 value (kept float32), as a head read from its float16
+    checkpoint: the lean pass then reads its products from float16 storage (kernels.SmallGemm16)."""
+    with torch.no_grad():
+        for p in head.parameters():
+            p.copy_(p.half().float())
+    return head
+
+
 HEADS = {
     "eagle2": lambda: Engine(t := _target(), _eagle2(t)).drafter,
+    "eagle2-float16-values": lambda: Engine(t := _target(), _float16_values(_eagle2(t, layers=2))).drafter,
+    "eagle3-float16-values": lambda: Engine(t := _target(), head3=_float16_values(_eagle3(t))).drafter3,
     "eagle2-qwen2-two-layers": lambda: Engine(t := _target("qwen2"), _eagle2(t, layers=2)).drafter,
     "eagle3": lambda: Engine(t := _target(), head3=_eagle3(t)).drafter3,
     "eagle3-norm-before-residual": lambda: Engine(t := _target(), head3=_eagle3(t, True)).drafter3,
@@ -89,6 +102,8 @@ def _passes(drafter, lean: bool):
 def test_lean_pass_gives_the_modules_bits(name):
     drafter = HEADS[name]()
     assert drafter.lean is not None, drafter.lean_note
+    half = [lin.run is SmallGemm16.run for L in drafter.lean.layers for lin in (L.qkv, L.o, L.gate_up, L.down)]
+    assert all(half) if "float16" in name else not any(half)
     (got, tree), (want, tree_ref) = _passes(drafter, True), _passes(drafter, False)
     for a, b in zip(got, want):
         assert torch.equal(a, b), (a - b).abs().max()
@@ -102,10 +117,11 @@ def test_decode_through_the_lean_pass_is_the_module_decode_and_vanilla(method):
     e = Engine(t, _eagle2(t), head3=_eagle3(t))
     drafter = e.drafter if method == "eagle2" else e.drafter3
     calls = []
-    real = drafter.lean.__call__
+    real = drafter.lean
 
-    class Spy:
-        applies = drafter.lean.applies
+    class Spy:  # the lean pass, counting its calls
+        def __getattr__(self, name):
+            return getattr(real, name)
 
         def __call__(self, *a, **k):
             calls.append(1)
@@ -152,3 +168,14 @@ def test_weights_edited_in_place_are_repacked():
         drafter.head.fc.weight.add_(0.01)
     (got, _), (want, _) = _passes(drafter, True), _passes(drafter, False)
     assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_an_eagle3_heads_float16_lm_head_is_read_as_float16_with_the_same_logits():
+    t = _target()
+    d = Engine(t, head3=_float16_values(_eagle3(t))).drafter3
+    assert d.lm.backend is SmallGemm16
+    x = torch.randn(3, 64)
+    with torch.inference_mode():
+        ref = K.linear_of(d.lm_weight, "smallgemm")
+        assert torch.equal(d._logits(x), ref(d.head.norm(x)).float())
+    assert Engine(t, head3=_eagle3(t)).drafter3.lm.backend is not SmallGemm16  # float32 values: float32 storage

@@ -19,7 +19,7 @@ from ..paths import cache_root
 HERE = os.path.dirname(__file__)
 SOURCES = [os.path.join(HERE, "smallgemm.c"), os.path.join(HERE, "attention.c")]
 # -ffp-contract=off: no silent a*b+c -> fma fusion, so the C expressions round the same everywhere
-CFLAGS = ["-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC"]
+CFLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC"]
 
 
 def cache_dir() -> str:
@@ -48,7 +48,7 @@ def cpu_model() -> str:
 def _has_avx2_fma() -> bool:
     if platform.machine() not in ("x86_64", "AMD64"):
         return False
-    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")  # AVX2 implies FMA on x86 CPUs torch supports
+    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")  # AVX2 implies FMA and F16C on x86 CPUs torch supports
 
 
 _LIB: list = []  # [ctypes library or None, reason]
@@ -76,6 +76,8 @@ def library():
             i64, vp = ctypes.c_int64, ctypes.c_void_p
             lib.pack_weight.argtypes = [vp, i64, i64, vp]
             lib.smallgemm.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
+            lib.pack_weight_f16.argtypes = [vp, i64, i64, vp]
+            lib.smallgemm_f16.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
             lib.stream_read.argtypes = [vp, i64, ctypes.c_int]
             lib.stream_read.restype = ctypes.c_float
             lib.attend.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, i64, ctypes.c_float, ctypes.c_int,

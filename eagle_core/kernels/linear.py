@@ -120,6 +120,40 @@ class SmallGemm:
         return y
 
 
+class SmallGemm16:
+    """smallgemm on a weight stored as float16, for weights whose every value IS a float16 (a draft
+    head loaded from its float16 checkpoint): widened exactly on load, so the same bits as SmallGemm
+    from half the bytes. Not a backend to choose by policy; `for_weight` picks it where it is exact."""
+
+    name = "smallgemm16"
+
+    @staticmethod
+    def exact(w: torch.Tensor) -> bool:
+        return (w.dtype == torch.float32 and w.device.type == "cpu" and w.numel() > 0
+                and bool(torch.isfinite(w).all()) and torch.equal(w.to(torch.float16).float(), w))
+
+    @staticmethod
+    def prepare(w):
+        if not SmallGemm16.exact(w):
+            raise ValueError("smallgemm16 needs a float32 weight whose values are all float16")
+        n, k = w.shape
+        size = (n + 15) // 16 * 16 * k
+        buf = torch.empty(size + ALIGN // 2, dtype=torch.float16)
+        off = (-buf.data_ptr() % ALIGN) // 2
+        packed = buf[off:off + size]
+        library().pack_weight_f16(w.contiguous().data_ptr(), n, k, packed.data_ptr())
+        return packed, n, k
+
+    @staticmethod
+    def run(state, x, bias):
+        packed, n, k = state
+        m = x.shape[0]
+        y = torch.empty(m, n)
+        library().smallgemm_f16(x.data_ptr(), m, k, packed.data_ptr(), n, k, None if bias is None else bias.data_ptr(),
+                                y.data_ptr(), n, torch.get_num_threads())
+        return y
+
+
 class _LazyFn(list):
     """[the library's smallgemm], looked up on first use: a decode calls it ~200 times a step."""
 
@@ -148,7 +182,7 @@ class Linear(nn.Module):
         super().__init__()
         self.weight, self.bias = weight, bias
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
-        self.backend = BACKENDS[backend]
+        self.backend = BACKENDS[backend] if backend != SmallGemm16.name else SmallGemm16
         self._state, self._version = None, None
 
     def extra_repr(self) -> str:

@@ -15,6 +15,11 @@
  * acc = fma(x[m,k], w[n,k], acc) for k = 0..K-1 in that order, starting from 0, whatever M, the
  * tile shape or the thread split. So a row's result is bit-identical alone or inside a batch.
  *
+ * Half-precision storage (smallgemm_f16): a weight whose every value is a float16 (a draft head read
+ * from its float16 checkpoint) is packed as float16 and widened to float32 on load, exactly; the
+ * arithmetic is the float32 kernel's, so the bits are the same, and the head's pass reads half the
+ * bytes.
+ *
  * Threads: OpenMP over panel pairs, sharing the process's OpenMP runtime (libgomp) with torch.
  */
 #include <immintrin.h>
@@ -36,6 +41,27 @@ void pack_weight(const float *w, int64_t n, int64_t k, float *p) {
                 dst[kk * 2 * NB + j] = row < n ? w[row * k + kk] : 0.0f;
             }
     }
+}
+
+/* The same packing with every value stored as float16 (round to nearest even: exact for a weight
+ * whose values are all float16, which is the only kind the engine packs this way). */
+void pack_weight_f16(const float *w, int64_t n, int64_t k, uint16_t *p) {
+    int64_t pairs = (n + 2 * NB - 1) / (2 * NB);
+    #pragma omp parallel for schedule(static)
+    for (int64_t q = 0; q < pairs; q++) {
+        uint16_t *dst = p + q * k * 2 * NB;
+        for (int64_t kk = 0; kk < k; kk++)
+            for (int j = 0; j < 2 * NB; j++) {
+                int64_t row = q * 2 * NB + j;
+                dst[kk * 2 * NB + j] = row < n ? _cvtss_sh(w[row * k + kk], _MM_FROUND_TO_NEAREST_INT) : 0;
+            }
+    }
+}
+
+/* 8 weights at index i of a packed weight: float32, or float16 widened exactly. */
+static inline __attribute__((always_inline)) __m256 loadw(const void *p, int64_t i, const int half) {
+    return half ? _mm256_cvtph_ps(_mm_load_si128((const __m128i *)((const uint16_t *)p + i)))
+                : _mm256_load_ps((const float *)p + i);
 }
 
 /* One tile: R rows (R <= 6) x one pair of panels at p (its second panel may be absent: the last
@@ -61,18 +87,19 @@ static inline __attribute__((always_inline)) void put(float *y, int64_t n0, int6
 }
 
 static inline __attribute__((always_inline)) void tile(const float *x, int64_t ldx, const int R,
-        const float *p, int two, int64_t k, float *y, int64_t ldy, int64_t n0, int64_t n,
+        const void *p, const int half, int two, int64_t k, float *y, int64_t ldy, int64_t n0, int64_t n,
         const float *bias) {
     ZERO2(0) ZERO2(1) ZERO2(2) ZERO2(3) ZERO2(4) ZERO2(5)
+    const int64_t esize = half ? 2 : 4, ahead = PREFETCH * 4; /* bytes per weight; prefetch distance */
     if (two) {
         for (int64_t kk = 0; kk < k; kk++) {
-            if (R > 1) _mm_prefetch((const char *)(p + kk * 2 * NB + PREFETCH), _MM_HINT_T0);
-            __m256 w0 = _mm256_load_ps(p + kk * 2 * NB), w1 = _mm256_load_ps(p + kk * 2 * NB + NB);
+            if (R > 1) _mm_prefetch((const char *)p + kk * 2 * NB * esize + ahead, _MM_HINT_T0);
+            __m256 w0 = loadw(p, kk * 2 * NB, half), w1 = loadw(p, kk * 2 * NB + NB, half);
             FMA2(0) FMA2(1) FMA2(2) FMA2(3) FMA2(4) FMA2(5)
         }
     } else {
         for (int64_t kk = 0; kk < k; kk++) {
-            __m256 w0 = _mm256_load_ps(p + kk * 2 * NB);
+            __m256 w0 = loadw(p, kk * 2 * NB, half);
             FMA1(0) FMA1(1) FMA1(2) FMA1(3) FMA1(4) FMA1(5)
         }
     }
@@ -81,18 +108,25 @@ static inline __attribute__((always_inline)) void tile(const float *x, int64_t l
 }
 
 #define TILE_FN(R)                                                                                   \
-    static void tile_##R(const float *x, int64_t ldx, const float *p, int two, int64_t k,          \
+    static void tile_##R(const float *x, int64_t ldx, const void *p, int two, int64_t k,           \
                          float *y, int64_t ldy, int64_t n0, int64_t n, const float *bias) {         \
-        tile(x, ldx, R, p, two, k, y, ldy, n0, n, bias);                                            \
+        tile(x, ldx, R, p, 0, two, k, y, ldy, n0, n, bias);                                         \
+    }                                                                                                \
+    static void tile16_##R(const float *x, int64_t ldx, const void *p, int two, int64_t k,         \
+                           float *y, int64_t ldy, int64_t n0, int64_t n, const float *bias) {       \
+        tile(x, ldx, R, p, 1, two, k, y, ldy, n0, n, bias);                                         \
     }
 TILE_FN(1) TILE_FN(2) TILE_FN(3) TILE_FN(4) TILE_FN(5) TILE_FN(6)
-typedef void (*tile_fn)(const float *, int64_t, const float *, int, int64_t, float *, int64_t,
+typedef void (*tile_fn)(const float *, int64_t, const void *, int, int64_t, float *, int64_t,
                         int64_t, int64_t, const float *);
-static const tile_fn TILES[7] = {0, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
+static const tile_fn TILES[2][7] = {{0, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6},
+                                    {0, tile16_1, tile16_2, tile16_3, tile16_4, tile16_5, tile16_6}};
 
-/* x: [M,K] rows ldx apart; p: packed weight (pack_weight); y: [M,N] rows ldy apart; bias: [N] or NULL. */
-void smallgemm(const float *x, int64_t m, int64_t ldx, const float *p, int64_t n, int64_t k,
-               const float *bias, float *y, int64_t ldy, int nthreads) {
+/* x: [M,K] rows ldx apart; p: packed weight (pack_weight, or pack_weight_f16 with half = 1);
+ * y: [M,N] rows ldy apart; bias: [N] or NULL. */
+static void product(const float *x, int64_t m, int64_t ldx, const void *p, const int half, int64_t n, int64_t k,
+                    const float *bias, float *y, int64_t ldy, int nthreads) {
+    const int64_t esize = half ? 2 : 4;
     int64_t panels = (n + NB - 1) / NB, pairs = (panels + 1) / 2;
     /* Dynamic chunks (~16 per thread): when another process takes a core (a browser on a 2-core
      * machine), the running thread takes over the work instead of waiting at the barrier. */
@@ -101,16 +135,26 @@ void smallgemm(const float *x, int64_t m, int64_t ldx, const float *p, int64_t n
     #pragma omp parallel for schedule(dynamic, chunk) num_threads(nthreads) if (nthreads > 1 && pairs > 1)
     for (int64_t pr = 0; pr < pairs; pr++) {
         int64_t q = 2 * pr; /* the pair's first panel */
-        const float *pp = p + pr * k * 2 * NB;
+        const char *pp = (const char *)p + pr * k * 2 * NB * esize;
         int two = q + 1 < panels;
         /* ceil(m/6) tiles of nearly equal height: 8 rows run as 4+4, not 6+2 */
         int64_t tiles = (m + 5) / 6, m0 = 0;
         for (int64_t t = 0; t < tiles; t++) {
             int R = (int)((m - m0 + (tiles - t) - 1) / (tiles - t));
-            TILES[R](x + m0 * ldx, ldx, pp, two, k, y + m0 * ldy, ldy, q * NB, n, bias);
+            TILES[half][R](x + m0 * ldx, ldx, pp, two, k, y + m0 * ldy, ldy, q * NB, n, bias);
             m0 += R;
         }
     }
+}
+
+void smallgemm(const float *x, int64_t m, int64_t ldx, const float *p, int64_t n, int64_t k,
+               const float *bias, float *y, int64_t ldy, int nthreads) {
+    product(x, m, ldx, p, 0, n, k, bias, y, ldy, nthreads);
+}
+
+void smallgemm_f16(const float *x, int64_t m, int64_t ldx, const uint16_t *p, int64_t n, int64_t k,
+                   const float *bias, float *y, int64_t ldy, int nthreads) {
+    product(x, m, ldx, p, 1, n, k, bias, y, ldy, nthreads);
 }
 
 /* Streaming read of n floats with all threads: the bandwidth a weight-bound step can reach. */

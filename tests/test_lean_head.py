@@ -179,3 +179,27 @@ def test_an_eagle3_heads_float16_lm_head_is_read_as_float16_with_the_same_logits
         ref = K.linear_of(d.lm_weight, "smallgemm")
         assert torch.equal(d._logits(x), ref(d.head.norm(x)).float())
     assert Engine(t, head3=_eagle3(t)).drafter3.lm.backend is not SmallGemm16  # float32 values: float32 storage
+
+
+@pytest.mark.parametrize("method", ["eagle2", "eagle3"])
+def test_the_shipped_heads_draft_the_same_trees_through_the_lean_pass(default_target, method):
+    """On the default model with the shipped heads (float16 storage, 9 query heads over 3 key/value
+    heads): every cycle's tree, q values and the output are the modules' ones."""
+    from eagle_core import load_default_head
+    from eagle_core.default_head import load_default_head3
+
+    head, vocab, name = load_default_head(default_target)
+    head3, name3 = load_default_head3(default_target)
+    e = Engine(default_target, head, vocab, name, head3=head3, head3_name=name3)
+    drafter = e.drafter if method == "eagle2" else e.drafter3
+    assert drafter.lean is not None and drafter.lean.layers[0].qkv.run is SmallGemm16.run
+    s = DecodeSettings(method=method, max_new_tokens=24)
+    lean_run = e.run("Write a haiku about the sea.", s)
+    saved, drafter.lean = drafter.lean, None
+    try:
+        module_run = e.run("Write a haiku about the sea.", s)
+    finally:
+        drafter.lean = saved
+    assert lean_run.summary.token_ids == module_run.summary.token_ids
+    for a, b in zip(lean_run.cycles, module_run.cycles, strict=True):
+        assert [(n.token_id, n.parent, n.q) for n in a.nodes] == [(n.token_id, n.parent, n.q) for n in b.nodes]

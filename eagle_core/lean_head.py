@@ -25,6 +25,7 @@ that can change after load and otherwise returns None so the drafter runs the mo
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -106,47 +107,61 @@ def unsupported(head) -> str | None:
 
 
 class LeanHead:
-    """The lean drafting pass of one head (see the module docstring)."""
+    """The lean drafting pass of one head (see the module docstring). What a call reads (the packed
+    weights, the RoPE tables) is replaced whole, never edited, so a call running beside a repack
+    sees one consistent version."""
 
     def __init__(self, head):
         self.head = head
         self.eagle3 = isinstance(head, Eagle3Head)
         self.installed = kernels.Installed([], {}, "smallgemm")  # what lean._fused reads: the policy
         self._sources = [t for p in _products(head) for t in (p.weight, p.bias) if t is not None]
-        self._pack()
-        self._cos = self._sin = None  # RoPE tables by position, grown on demand (rope_rows)
+        self._packed, self._seen = self._pack(), self._fingerprint()
+        self._rope = None  # (cos, sin) tables by position, grown on demand (rope_rows)
 
     def _fingerprint(self) -> list:
         return [kernels.weight_version(t) for t in self._sources]
 
-    def _pack(self) -> None:
-        head = self.head
-        self.layers = [_HeadLayer(L, self.installed) for L in _layers(head)]
-        self.fc = _product(self.installed, [head.fc])
+    def _pack(self) -> SimpleNamespace:
+        head, inst = self.head, self.installed
+        packed = SimpleNamespace(layers=[_HeadLayer(L, inst) for L in _layers(head)], fc=_product(inst, [head.fc]))
         if self.eagle3:
             m = head.midlayer
-            self.emb_norm = (m.input_layernorm.weight.detach(), m.input_layernorm.eps)
-            self.hidden_norm = (m.hidden_norm.weight.detach(), m.hidden_norm.eps)
-            self.norm_before_residual = m.norm_before_residual
-        self._seen = self._fingerprint()
+            packed.emb_norm = (m.input_layernorm.weight.detach(), m.input_layernorm.eps)
+            packed.hidden_norm = (m.hidden_norm.weight.detach(), m.hidden_norm.eps)
+            packed.norm_before_residual = m.norm_before_residual
+        return packed
+
+    def packed(self) -> SimpleNamespace:
+        """The packed weights, repacked first if a source weight was edited in place or replaced."""
+        seen = self._fingerprint()
+        if seen != self._seen:
+            self._packed, self._seen = self._pack(), seen
+        return self._packed
+
+    @property
+    def layers(self) -> list:
+        return self.packed().layers
+
+    @property
+    def fc(self):
+        return self.packed().fc
 
     def rope_rows(self, positions: torch.Tensor, capacity: int) -> tuple[torch.Tensor, torch.Tensor]:
         """cos (n, 1, d) and sin with its first half negated (n, 1, d), rows of tables made by the
         head's own `rope` (each row has the bits head.rope gives for that position alone). The
         tables cover twice the head cache's capacity: a committed row sits below it and a draft
         node at most a tree depth above the committed ones, so no position is read to the host."""
-        if self._cos is None or self._cos.shape[0] < 2 * capacity:
+        rope = self._rope
+        if rope is None or rope[0].shape[0] < 2 * capacity:
             cos, sin = self.head.rope(torch.arange(2 * capacity), torch.float32, torch.device("cpu"))
             half = cos.shape[-1] // 2
-            self._cos = cos.unsqueeze(1)
-            self._sin = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1).unsqueeze(1)
-        return self._cos[positions], self._sin[positions]
+            rope = self._rope = (cos.unsqueeze(1), torch.cat((-sin[:, :half], sin[:, half:]), dim=-1).unsqueeze(1))
+        return rope[0][positions], rope[1][positions]
 
     def fuse(self, feats: torch.Tensor) -> torch.Tensor:
         """EAGLE-3: (m, 3H) the target's captured layer inputs -> (m, H), as head.fuse."""
-        if self._fingerprint() != self._seen:
-            self._pack()
-        return self.fc(feats)
+        return self.packed().fc(feats)
 
     def applies(self, x: torch.Tensor) -> bool:
         return (x.device.type == "cpu" and x.dtype is torch.float32 and not self.head.training
@@ -157,16 +172,15 @@ class LeanHead:
         """emb (n, H) token embeddings; feats (n, H) features (EAGLE-3: fused or its own output);
         positions (n,); cache: the head's HeadCache; mask (n, cache.length + n) bool or None
         (causal). -> (n, H), what the head's forward returns for these rows."""
-        if self._fingerprint() != self._seen:
-            self._pack()
+        p = self.packed()
         cos, sin = self.rope_rows(positions, cache.layers[0].k.shape[2])
         if self.eagle3:
-            hn = _rms(feats, *self.hidden_norm)
-            x = torch.cat((_rms(emb, *self.emb_norm), hn), dim=-1)
-            res = hn if self.norm_before_residual else feats
-            return self._layer(self.layers[0], res, x, cos, sin, cache.layers[0], mask)
-        h = self.fc(torch.cat((emb, feats), dim=-1))
-        for i, L in enumerate(self.layers):
+            hn = _rms(feats, *p.hidden_norm)
+            x = torch.cat((_rms(emb, *p.emb_norm), hn), dim=-1)
+            res = hn if p.norm_before_residual else feats
+            return self._layer(p.layers[0], res, x, cos, sin, cache.layers[0], mask)
+        h = p.fc(torch.cat((emb, feats), dim=-1))
+        for i, L in enumerate(p.layers):
             x = h if L.pre is None else _rms(h, L.pre, L.pre_eps)
             h = self._layer(L, h, x, cos, sin, cache.layers[i], mask)
         return h

@@ -102,28 +102,18 @@ class SmallGemm:
 
     @staticmethod
     def prepare(w):
-        n, k = w.shape
-        size = (n + 15) // 16 * 16 * k  # pairs of 8-output panels (smallgemm.c)
-        buf = torch.empty(size + ALIGN // 4)
-        off = (-buf.data_ptr() % ALIGN) // 4
-        packed = buf[off:off + size]
-        library().pack_weight(w.contiguous().data_ptr(), n, k, packed.data_ptr())
-        return packed, n, k
+        return _packed(w, torch.float32, library().pack_weight)
 
     @staticmethod
     def run(state, x, bias):
-        packed, n, k = state
-        m = x.shape[0]
-        y = torch.empty(m, n)
-        _SMALLGEMM[0](x.data_ptr(), m, k, packed.data_ptr(), n, k, None if bias is None else bias.data_ptr(),
-                      y.data_ptr(), n, torch.get_num_threads())
-        return y
+        return _product(_SMALLGEMM[0], state, x, bias)
 
 
 class SmallGemm16:
     """smallgemm on a weight stored as float16, for weights whose every value IS a float16 (a draft
     head loaded from its float16 checkpoint): widened exactly on load, so the same bits as SmallGemm
-    from half the bytes. Not a backend to choose by policy; `for_weight` picks it where it is exact."""
+    from half the bytes. Not a backend to choose by policy: the drafter and eagle_core/lean_head.py
+    take it for a weight where `exact` holds."""
 
     name = "smallgemm16"
 
@@ -136,22 +126,33 @@ class SmallGemm16:
     def prepare(w):
         if not SmallGemm16.exact(w):
             raise ValueError("smallgemm16 needs a float32 weight whose values are all float16")
-        n, k = w.shape
-        size = (n + 15) // 16 * 16 * k
-        buf = torch.empty(size + ALIGN // 2, dtype=torch.float16)
-        off = (-buf.data_ptr() % ALIGN) // 2
-        packed = buf[off:off + size]
-        library().pack_weight_f16(w.contiguous().data_ptr(), n, k, packed.data_ptr())
-        return packed, n, k
+        return _packed(w, torch.float16, library().pack_weight_f16)
 
     @staticmethod
     def run(state, x, bias):
-        packed, n, k = state
-        m = x.shape[0]
-        y = torch.empty(m, n)
-        library().smallgemm_f16(x.data_ptr(), m, k, packed.data_ptr(), n, k, None if bias is None else bias.data_ptr(),
-                                y.data_ptr(), n, torch.get_num_threads())
-        return y
+        return _product(library().smallgemm_f16, state, x, bias)
+
+
+def _packed(w, dtype, pack):
+    """w (N, K) packed by smallgemm.c's `pack` into pairs of 8-output panels, in a buffer of
+    `dtype` aligned to ALIGN bytes. -> (packed, N, K), the state `_product` reads."""
+    n, k = w.shape
+    size = (n + 15) // 16 * 16 * k
+    buf = torch.empty(size + ALIGN, dtype=dtype)
+    off = (-buf.data_ptr() % ALIGN) // buf.element_size()
+    packed = buf[off:off + size]
+    pack(w.contiguous().data_ptr(), n, k, packed.data_ptr())
+    return packed, n, k
+
+
+def _product(fn, state, x, bias):
+    """y = x W^T (+ bias) through smallgemm.c's `fn` on a packed weight; x (m, K) contiguous."""
+    packed, n, k = state
+    m = x.shape[0]
+    y = torch.empty(m, n)
+    fn(x.data_ptr(), m, k, packed.data_ptr(), n, k, None if bias is None else bias.data_ptr(), y.data_ptr(), n,
+       torch.get_num_threads())
+    return y
 
 
 class _LazyFn(list):

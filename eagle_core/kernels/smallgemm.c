@@ -29,34 +29,26 @@
 #define NB 8 /* outputs per panel (one __m256); a pair of panels is 16 outputs */
 #define PREFETCH 256 /* floats ahead of the loads, for tiles of 2+ rows */
 
-/* Pack W[N,K] (row-major) into P[ceil(N/16)][K][16], zero-padding the last pair. */
-void pack_weight(const float *w, int64_t n, int64_t k, float *p) {
+/* Pack W[N,K] (row-major) into P[ceil(N/16)][K][16], zero-padding the last pair; as float32, or
+ * (half = 1) as float16, rounded to nearest even: exact for a weight whose values are all float16,
+ * which is the only kind the engine packs this way. */
+static void pack(const float *w, int64_t n, int64_t k, void *p, const int half) {
     int64_t pairs = (n + 2 * NB - 1) / (2 * NB);
     #pragma omp parallel for schedule(static)
-    for (int64_t q = 0; q < pairs; q++) {
-        float *dst = p + q * k * 2 * NB;
+    for (int64_t q = 0; q < pairs; q++)
         for (int64_t kk = 0; kk < k; kk++)
             for (int j = 0; j < 2 * NB; j++) {
-                int64_t row = q * 2 * NB + j;
-                dst[kk * 2 * NB + j] = row < n ? w[row * k + kk] : 0.0f;
+                int64_t row = q * 2 * NB + j, at = (q * k + kk) * 2 * NB + j;
+                float v = row < n ? w[row * k + kk] : 0.0f;
+                if (half)
+                    ((uint16_t *)p)[at] = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
+                else
+                    ((float *)p)[at] = v;
             }
-    }
 }
 
-/* The same packing with every value stored as float16 (round to nearest even: exact for a weight
- * whose values are all float16, which is the only kind the engine packs this way). */
-void pack_weight_f16(const float *w, int64_t n, int64_t k, uint16_t *p) {
-    int64_t pairs = (n + 2 * NB - 1) / (2 * NB);
-    #pragma omp parallel for schedule(static)
-    for (int64_t q = 0; q < pairs; q++) {
-        uint16_t *dst = p + q * k * 2 * NB;
-        for (int64_t kk = 0; kk < k; kk++)
-            for (int j = 0; j < 2 * NB; j++) {
-                int64_t row = q * 2 * NB + j;
-                dst[kk * 2 * NB + j] = row < n ? _cvtss_sh(w[row * k + kk], _MM_FROUND_TO_NEAREST_INT) : 0;
-            }
-    }
-}
+void pack_weight(const float *w, int64_t n, int64_t k, float *p) { pack(w, n, k, p, 0); }
+void pack_weight_f16(const float *w, int64_t n, int64_t k, uint16_t *p) { pack(w, n, k, p, 1); }
 
 /* 8 weights at index i of a packed weight: float32, or float16 widened exactly. */
 static inline __attribute__((always_inline)) __m256 loadw(const void *p, int64_t i, const int half) {

@@ -114,11 +114,64 @@ typedef void (*tile_fn)(const float *, int64_t, const void *, int, int64_t, floa
 static const tile_fn TILES[2][7] = {{0, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6},
                                     {0, tile16_1, tile16_2, tile16_3, tile16_4, tile16_5, tile16_6}};
 
+
+/* AVX-512 (where the CPU has it), for 7-12 rows: a pair of panels is one 512-bit register and a
+ * tile of up to 12 rows x 16 outputs fits the 32 registers, so 7-12 rows are one tile (one pass
+ * over each weight, its memory traffic overlapping the arithmetic) instead of two 6-row tiles.
+ * Measured on Zen 4 over one forward's weights: 7 rows 25.2 -> 21.5 ms, 8 rows 24.3 -> 20.7,
+ * 12 rows unchanged, and 16 rows as one tile slower than three (so not used there). Every output
+ * is still one accumulator updated by fma in k order: the same bits as the AVX2 tiles. */
+#define WIDE 12
+#define A512 __attribute__((target("avx512f")))
+static inline __attribute__((always_inline)) A512 __m512 loadw16(const void *p, int64_t i, const int half) {
+    return half ? _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)((const uint16_t *)p + i)))
+                : _mm512_load_ps((const float *)p + i);
+}
+static inline __attribute__((always_inline)) A512 void tile512(const float *x, int64_t ldx, const int R,
+        const void *p, const int half, int two, int64_t k, float *y, int64_t ldy, int64_t n0, int64_t n,
+        const float *bias) {
+    __m512 c[WIDE];
+    for (int r = 0; r < R; r++) c[r] = _mm512_setzero_ps();
+    const int64_t esize = half ? 2 : 4, ahead = PREFETCH * 4;
+    for (int64_t kk = 0; kk < k; kk++) {
+        _mm_prefetch((const char *)p + kk * 2 * NB * esize + ahead, _MM_HINT_T0);
+        __m512 w = loadw16(p, kk * 2 * NB, half);
+        for (int r = 0; r < R; r++) c[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + kk]), w, c[r]);
+    }
+    int cols = two ? 16 : 8;
+    for (int r = 0; r < R; r++) {
+        float buf[16];
+        _mm512_storeu_ps(buf, c[r]);
+        float *yr = y + r * ldy;
+        for (int j = 0; j < cols && n0 + j < n; j++) yr[n0 + j] = bias ? buf[j] + bias[n0 + j] : buf[j];
+    }
+}
+#define TILE512_FN(R)                                                                                  \
+    static A512 void tile512_##R(const float *x, int64_t ldx, const void *p, int two, int64_t k,      \
+                                 float *y, int64_t ldy, int64_t n0, int64_t n, const float *bias) {   \
+        tile512(x, ldx, R, p, 0, two, k, y, ldy, n0, n, bias);                                         \
+    }                                                                                                   \
+    static A512 void tile512h_##R(const float *x, int64_t ldx, const void *p, int two, int64_t k,     \
+                                  float *y, int64_t ldy, int64_t n0, int64_t n, const float *bias) {  \
+        tile512(x, ldx, R, p, 1, two, k, y, ldy, n0, n, bias);                                         \
+    }
+TILE512_FN(7) TILE512_FN(8) TILE512_FN(9) TILE512_FN(10) TILE512_FN(11) TILE512_FN(12)
+static const tile_fn TILES512[2][WIDE + 1] = {
+    {0, 0, 0, 0, 0, 0, 0, tile512_7, tile512_8, tile512_9, tile512_10, tile512_11, tile512_12},
+    {0, 0, 0, 0, 0, 0, 0, tile512h_7, tile512h_8, tile512h_9, tile512h_10, tile512h_11, tile512h_12}};
+
+static int has_avx512(void) {
+    static int known = -1;
+    if (known < 0) known = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return known;
+}
+
 /* x: [M,K] rows ldx apart; p: packed weight (pack_weight, or pack_weight_f16 with half = 1);
  * y: [M,N] rows ldy apart; bias: [N] or NULL. */
 static void product(const float *x, int64_t m, int64_t ldx, const void *p, const int half, int64_t n, int64_t k,
                     const float *bias, float *y, int64_t ldy, int nthreads) {
     const int64_t esize = half ? 2 : 4;
+    const int wide = m > 6 && m <= WIDE && has_avx512();
     int64_t panels = (n + NB - 1) / NB, pairs = (panels + 1) / 2;
     /* Dynamic chunks (~16 per thread): when another process takes a core (a browser on a 2-core
      * machine), the running thread takes over the work instead of waiting at the barrier. */
@@ -129,11 +182,13 @@ static void product(const float *x, int64_t m, int64_t ldx, const void *p, const
         int64_t q = 2 * pr; /* the pair's first panel */
         const char *pp = (const char *)p + pr * k * 2 * NB * esize;
         int two = q + 1 < panels;
-        /* ceil(m/6) tiles of nearly equal height: 8 rows run as 4+4, not 6+2 */
-        int64_t tiles = (m + 5) / 6, m0 = 0;
+        /* tiles of nearly equal height: 8 rows run as 4+4, not 6+2 (AVX2), or as one (AVX-512) */
+        const int maxr = wide ? WIDE : 6;
+        int64_t tiles = (m + maxr - 1) / maxr, m0 = 0;
         for (int64_t t = 0; t < tiles; t++) {
             int R = (int)((m - m0 + (tiles - t) - 1) / (tiles - t));
-            TILES[half][R](x + m0 * ldx, ldx, pp, two, k, y + m0 * ldy, ldy, q * NB, n, bias);
+            tile_fn f = R > 6 ? TILES512[half][R] : TILES[half][R];
+            f(x + m0 * ldx, ldx, pp, two, k, y + m0 * ldy, ldy, q * NB, n, bias);
             m0 += R;
         }
     }

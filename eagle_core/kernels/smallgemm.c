@@ -5,11 +5,13 @@
  * into pairs of panels of 8 output features, P[N/16][K][16]: a register tile holds up to 6 rows x
  * 16 outputs of accumulators, and at each k its two 256-bit loads are the next 64 contiguous bytes
  * (one stream from memory per tile, not two), each multiplied by every row of x before the next
- * load. Rows beyond 6 re-read the same pair from L1/L2, not from DRAM.
+ * load. Rows beyond 6 re-read the same pair from L1/L2, not from DRAM (on AVX-512 CPUs 7-12 rows
+ * are one tile of 512-bit registers instead, below).
  *
- * From 2 rows up a tile also prefetches PREFETCH floats (1 KB) ahead: measured on an AMD EPYC
- * (Zen 4, 2 threads) over one forward's 211 distinct weights (538 MB), 5 rows took 23.5 ms with it
- * and 28.9 without; 1 row gained nothing from it (and a little from the one-stream layout).
+ * From 2 rows up a tile also prefetches PREFETCH floats (1 KB) ahead. Measured on an AMD EPYC
+ * (Zen 4, 2 threads) over one forward's 211 distinct weights (538 MB), alternating with the
+ * previous kernel (8-output panels, no prefetch): 5 rows 24.9 -> 20.5 ms, 1 row 18.4 -> 16.9 ms;
+ * most of the 5-row gain is the prefetch, which does nothing for 1 row.
  *
  * Batch invariance by construction: every output y[m,n] is one accumulator lane updated as
  * acc = fma(x[m,k], w[n,k], acc) for k = 0..K-1 in that order, starting from 0, whatever M, the

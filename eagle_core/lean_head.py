@@ -35,11 +35,7 @@ from .head import EagleHead
 from .head3 import Eagle3Head
 from .kernels import attention
 from .lean import ENV, _fused, _has_hooks, _own, _Product
-
-
-def _rms(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """head_parts.RMSNorm on float32, op for op."""
-    return weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
+from .lean import _rms_norm as _rms  # head_parts.RMSNorm on float32, op for op
 
 
 def _product(installed, parts):

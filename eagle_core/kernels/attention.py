@@ -18,6 +18,11 @@ NAME = "eagle_cpu"
 MAX_ROWS = 64  # beyond this (a prompt's prefill) torch's flash kernel is the faster one
 
 
+def additive(mask: torch.Tensor) -> torch.Tensor:
+    """A bool mask (True = may attend) as the kernel's additive float32 mask (0 or -inf)."""
+    return torch.zeros(mask.shape).masked_fill_(~mask, float("-inf"))
+
+
 def _sdpa(*args, **kwargs):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -88,8 +93,8 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     mask = None
     if attention_mask is not None:
         mask = attention_mask[0, 0]
-        if mask.dtype == torch.bool:  # True = may attend
-            mask = torch.zeros(mask.shape).masked_fill_(~mask, float("-inf"))
+        if mask.dtype == torch.bool:
+            mask = additive(mask)
         mask = mask.to(torch.float32).contiguous()
     out = torch.empty(1, n, H, d)
     scale = scaling if scaling is not None else d ** -0.5
@@ -132,7 +137,7 @@ def attend_cache(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length: int,
     H, n, d = q.shape
     G = k.shape[0]
     if mask is not None:
-        mask = torch.zeros(mask.shape).masked_fill_(~mask, float("-inf"))
+        mask = additive(mask)
     out = torch.empty(n, H, d)
     rc = library().attend(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if mask is None else mask.data_ptr(),
                           out.data_ptr(), H, G, n, length, d, k.stride(0), float(d ** -0.5), int(mask is None),

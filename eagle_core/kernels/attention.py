@@ -85,8 +85,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
             or not _eligible(query, key, value, attention_mask, dropout):
         return _sdpa(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                      is_causal=is_causal, **kwargs)
-    _, H, n, d = query.shape
-    G, L = key.shape[1], key.shape[2]
+    d, L = query.shape[-1], key.shape[2]
     q, k, v = query[0].contiguous(), _rows_contiguous(key[0]), _rows_contiguous(value[0])
     if k.stride(0) != v.stride(0):
         k, v = k.contiguous(), v.contiguous()
@@ -96,14 +95,22 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         if mask.dtype == torch.bool:
             mask = additive(mask)
         mask = mask.to(torch.float32).contiguous()
-    out = torch.empty(1, n, H, d)
     scale = scaling if scaling is not None else d ** -0.5
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    return _attend(lib, q, k, v, L, mask, scale, causal).unsqueeze(0), None
+
+
+def _attend(lib, q, k, v, length: int, mask, scale: float, causal) -> torch.Tensor:
+    """attention.c on q (H, n, d) contiguous, k/v (G, >= length, d) with packed rows and one head
+    stride, mask None or (n, length) additive float32 contiguous. -> (n, H, d)."""
+    H, n, d = q.shape
+    out = torch.empty(n, H, d)
     rc = lib.attend(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if mask is None else mask.data_ptr(),
-                    out.data_ptr(), H, G, n, L, d, k.stride(0), float(scale), int(bool(causal)), torch.get_num_threads())
+                    out.data_ptr(), H, k.shape[0], n, length, d, k.stride(0), float(scale), int(bool(causal)),
+                    torch.get_num_threads())
     if rc != 0:
         raise MemoryError("attention kernel: out of memory")
-    return out, None
+    return out
 
 
 def register() -> None:
@@ -134,17 +141,8 @@ def attend_cache(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length: int,
     """A draft head's attention through attention.c: q (H, n, d) contiguous float32; k, v (G, M, d)
     the head cache's buffers, the first `length` rows of each head valid; mask (n, length) bool
     (True = may attend) or None (causal: row i sees keys up to length - n + i). -> (n, H, d)."""
-    H, n, d = q.shape
-    G = k.shape[0]
-    if mask is not None:
-        mask = additive(mask)
-    out = torch.empty(n, H, d)
-    rc = library().attend(q.data_ptr(), k.data_ptr(), v.data_ptr(), None if mask is None else mask.data_ptr(),
-                          out.data_ptr(), H, G, n, length, d, k.stride(0), float(d ** -0.5), int(mask is None),
-                          torch.get_num_threads())
-    if rc != 0:
-        raise MemoryError("attention kernel: out of memory")
-    return out
+    return _attend(library(), q, k, v, length, None if mask is None else additive(mask), q.shape[-1] ** -0.5,
+                   mask is None)
 
 
 def serves_cache(q: torch.Tensor, k: torch.Tensor, mask=None) -> bool:

@@ -37,7 +37,14 @@ from torch import nn
 from . import attention
 from .build import cache_dir, cpu_model, library, library_error, source_bytes
 
-CALIBRATION_ROWS = (1, 4, 8, 16)  # the row counts a decode meets most: a step and small trees
+# The row counts a decode meets, with their weight in the choice: a vanilla step (1 row), the CPU
+# tree's verification (5), larger trees (16, weighted less). Summed unweighted, the 8- and 16-row
+# products (arithmetic-bound, slowest) outweighed the 1-row step and could pick a backend that is
+# faster at 16 rows but 20% slower per decode step (seen once on a Zen 4).
+CALIBRATION_ROWS = {1: 1.0, 5: 1.0, 16: 0.25}
+COLD_BYTES = 64 << 20  # calibration cycles through copies of the weight filling this many bytes ...
+MAX_COPIES = 128  # ... (at most this many), so each product reads its weight from memory, as in a forward
+PLAN_VERSION = 2  # in the cached plan's key: a new way of choosing calibrates again
 INVARIANCE_ROWS = (1, 5, 16, 24)
 PREFER_OWN = 1.10  # another backend must be >10% faster in calibration to replace smallgemm
 ALIGN = 32  # bytes: the packed panels are read with aligned 256-bit loads
@@ -232,32 +239,38 @@ def batch_invariant(backend, n: int, k: int, seed: int = 0) -> bool:
     return all(torch.equal(backend.run(st, x[:m].contiguous(), None), full[:m]) for m in INVARIANCE_ROWS)
 
 
-def time_backends(backends, n: int, k: int, rows=CALIBRATION_ROWS, rounds: int = 5) -> dict[str, dict[int, float]]:
+def time_backends(backends, n: int, k: int, rows=tuple(CALIBRATION_ROWS),
+                  rounds: int = 5) -> dict[str, dict[int, float]]:
     """name -> {rows: seconds}: the fastest of `rounds` products on a random weight of the shape,
-    the backends interleaved round by round, so that a burst of load elsewhere on the machine hits
-    them alike and the minimum (what the kernel can do) survives it."""
-    w = torch.randn(n, k) / k ** 0.5
+    read from memory as in a forward (each timing is a pass over enough copies of the weight to
+    leave the caches, divided by the copies), the backends interleaved round by round, so that a
+    burst of load elsewhere on the machine hits them alike and the minimum survives it."""
+    copies = max(1, min(MAX_COPIES, -(-COLD_BYTES // (4 * n * k))))
+    ws = [torch.randn(n, k) / k ** 0.5 for _ in range(copies)]
     xs = {m: torch.randn(m, k) for m in rows}
-    states = {b.name: b.prepare(w) for b in backends}
+    states = {b.name: [b.prepare(w) for w in ws] for b in backends}
+    for b in backends:
+        for m in rows:
+            b.run(states[b.name][0], xs[m], None)  # lazily built kernels and buffers
     best = {b.name: {m: float("inf") for m in rows} for b in backends}
     for _ in range(rounds):
         for b in backends:
             for m in rows:
-                b.run(states[b.name], xs[m], None)  # warm: caches and lazily built kernels
                 t0 = time.perf_counter()
-                b.run(states[b.name], xs[m], None)
-                best[b.name][m] = min(best[b.name][m], time.perf_counter() - t0)
+                for st in states[b.name]:
+                    b.run(st, xs[m], None)
+                best[b.name][m] = min(best[b.name][m], (time.perf_counter() - t0) / copies)
     return best
 
 
 def _plan_path(threads: int) -> str:
     src = hashlib.sha256(source_bytes()).hexdigest()[:8]
-    key = f"{cpu_model()}|{torch.__version__}|{np.__version__}|{threads}|{src}"
+    key = f"{cpu_model()}|{torch.__version__}|{np.__version__}|{threads}|{src}|{PLAN_VERSION}"
     return os.path.join(cache_dir(), f"plan-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json")
 
 
 def choose(shapes, threads: int | None = None) -> dict[tuple[int, int], str]:
-    """(N, K) -> backend name: the fastest batch-invariant backend summed over CALIBRATION_ROWS.
+    """(N, K) -> backend name: the fastest batch-invariant backend, its times at CALIBRATION_ROWS weighted.
     Measured once per machine, thread count and library versions; cached as JSON."""
     threads = threads or torch.get_num_threads()
     path = _plan_path(threads)
@@ -270,7 +283,8 @@ def choose(shapes, threads: int | None = None) -> dict[tuple[int, int], str]:
     if todo:
         for n, k in todo:
             eligible = [BACKENDS[b] for b in AUTO_CANDIDATES if BACKENDS[b].available() and batch_invariant(BACKENDS[b], n, k)]
-            times = {name: sum(ts.values()) for name, ts in time_backends(eligible, n, k).items()}
+            times = {name: sum(CALIBRATION_ROWS[m] * t for m, t in ts.items())
+                     for name, ts in time_backends(eligible, n, k).items()}
             # our kernel unless another is clearly faster: calibration is short and a busy machine is noisy
             if "smallgemm" in times:
                 times["smallgemm"] /= PREFER_OWN

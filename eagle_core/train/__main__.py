@@ -74,6 +74,9 @@ def _train_parser(sub) -> None:
     t.add_argument("--max-seq", type=int, default=640)
     t.add_argument("--noise", type=float, default=0.1, help="uniform noise on input features (+-)")
     t.add_argument("--ce-weight", type=float, default=0.1)
+    t.add_argument("--topk-loss", type=int, default=0, metavar="K",
+                   help="add the cross-entropy over the target's K most likely tokens (HASS's top-K distillation)")
+    t.add_argument("--topk-weight", type=float, default=1.0, help="weight of --topk-loss")
     t.add_argument("--draft-vocab", type=int, default=8192, help="0 = full vocabulary")
     t.add_argument("--draft-vocab-from", default=None, metavar="DIR",
                    help="draft from this head's (or run's) vocabulary instead of counting one on the data: "

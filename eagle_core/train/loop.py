@@ -13,6 +13,12 @@ with weight `prompt_weight`, since on a CPU budget every real feature transition
 The soft cross-entropy runs over the reduced draft vocabulary the head will draft from.
 `--unroll K` adds the training-time test: K - 1 more draft steps in which the head reads its own
 predicted features, attending as a draft node deeper in the tree does (`step_loss`).
+`--topk-loss K` adds an objective aimed at acceptance rather than imitation: the cross-entropy
+restricted to the target's K most likely tokens (HASS's "harmonised objective distillation",
+arXiv:2408.15766), i.e. the tokens a tree drafts from; K = 1 is the hard cross-entropy on the
+target's greedy token weighted by its probability. The held-out scores say what acceptance
+needs: top-2 (a greedy CPU-tree draft is accepted at depth 1 when the target's token is among the
+head's 2 children) and sum(min(p, q)) (the chance that one token sampled from q is accepted at T = 1).
 
 The resumable run that applies this recipe (data, optimiser, checkpoints, the epoch loop) is
 session.py's.
@@ -54,12 +60,15 @@ class StepStats:
     ce_loss: float = 0.0  # soft cross-entropy (summed over batches)
     batches: int = 0
     deep: tuple = ()  # training-time test steps 1, 2, ..: (top-1 hits, count) each
+    top2: int = 0  # response positions whose target argmax is among the head's top 2
+    accept: float = 0.0  # sum over response positions of sum_i min(p_i, q_i) over the draft vocabulary
 
     def __add__(self, o: "StepStats") -> "StepStats":
         deep = tuple((a[0] + b[0], a[1] + b[1]) for a, b in zip(self.deep, o.deep)) if self.deep and o.deep \
             else self.deep or o.deep
         return StepStats(self.top1 + o.top1, self.top5 + o.top5, self.count + o.count,
-                         self.feat_loss + o.feat_loss, self.ce_loss + o.ce_loss, self.batches + o.batches, deep)
+                         self.feat_loss + o.feat_loss, self.ce_loss + o.ce_loss, self.batches + o.batches, deep,
+                         self.top2 + o.top2, self.accept + o.accept)
 
 
 def draft_vocabulary(records, n: int, vocab_size: int) -> list[int]:
@@ -137,6 +146,12 @@ def _losses(pred, f_tgt, p_tgt, lm_w, w, wsum):
     return l_feat, l_ce, logq
 
 
+def topk_loss(p_tgt, logq, w, wsum, k: int):
+    """-sum over the target's k most likely tokens i of p_i log q_i, weighted per position by w."""
+    p_top, idx = p_tgt.topk(k, -1)
+    return (-(p_top * logq.gather(-1, idx)).sum(-1) * w).sum() / wsum
+
+
 def _ahead(x: torch.Tensor, k: int) -> torch.Tensor:
     """x (B, n, ...) moved k rows up along dim 1, zero-filled at the end: row t holds row t + k."""
     if k == 0:
@@ -144,11 +159,13 @@ def _ahead(x: torch.Tensor, k: int) -> torch.Tensor:
     return torch.cat([x[:, k:], torch.zeros_like(x[:, :k])], dim=1)
 
 
-def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: bool, unroll: int = 1):
+def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: bool, unroll: int = 1,
+              topk: int = 0, topk_weight: float = 0.0):
     """Loss of one batch. unroll = K > 1 is the training-time test (EagleHead.unrolled): K draft
     steps, step k reading the head's own step k-1 prediction, attending as a draft node at depth
     k + 1 does, and scored against the target's f_{t+k+1} and p_{t+k+1} (weight TTT_DECAY**k, the
-    EAGLE-3 recipe's). stats.deep holds (top-1 hits, count) of steps 1 .. K-1."""
+    EAGLE-3 recipe's). topk > 0 adds topk_weight x `topk_loss` to every step's loss. stats.deep
+    holds (top-1 hits, count) of steps 1 .. K-1."""
     ids_next, f_in, f_tgt, w = batch
     if train and noise > 0:
         f_in = f_in + (torch.rand_like(f_in) * 2 - 1) * noise
@@ -165,8 +182,12 @@ def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: b
     for k, pred in enumerate(preds):
         wk = _ahead(w, k)
         pk = _ahead(p_tgt, k)
-        l_feat_k, l_ce_k, logq_k = _losses(pred, _ahead(f_tgt, k), pk, lm_w, wk, wk.sum().clamp(min=1.0))
-        loss = loss + TTT_DECAY ** k * (l_feat_k + ce_weight * l_ce_k)
+        wsum = wk.sum().clamp(min=1.0)
+        l_feat_k, l_ce_k, logq_k = _losses(pred, _ahead(f_tgt, k), pk, lm_w, wk, wsum)
+        l_k = l_feat_k + ce_weight * l_ce_k
+        if topk > 0 and topk_weight > 0:
+            l_k = l_k + topk_weight * topk_loss(pk, logq_k, wk, wsum, topk)
+        loss = loss + TTT_DECAY ** k * l_k
         if k == 0:
             l_feat, l_ce, logq = l_feat_k, l_ce_k, logq_k
         else:
@@ -179,9 +200,11 @@ def step_loss(head, embed, lm_w, batch, noise: float, ce_weight: float, train: b
         top = logq.topk(5, -1).indices
         tgt = p_tgt.argmax(-1, keepdim=True)
         top1 = ((top[..., :1] == tgt).squeeze(-1) & resp).sum().item()
+        top2 = ((top[..., :2] == tgt).any(-1) & resp).sum().item()
         top5 = ((top == tgt).any(-1) & resp).sum().item()
         count = resp.sum().item()
-    return loss, StepStats(top1, top5, count, l_feat.item(), l_ce.item(), 1, tuple(deep))
+        accept = (torch.minimum(p_tgt, logq.exp()).sum(-1) * resp).sum().item()
+    return loss, StepStats(top1, top5, count, l_feat.item(), l_ce.item(), 1, tuple(deep), top2, accept)
 
 
 def holdout_accuracy(head, embed, lm_w, records, args, device, target=None) -> dict:
@@ -195,8 +218,8 @@ def holdout_accuracy(head, embed, lm_w, records, args, device, target=None) -> d
             batch = collate(records, idx, args.max_seq, device, target)
             st += step_loss(head, embed, lm_w, batch, 0, 0, False, HOLDOUT_STEPS)[1]
     head.train()
-    return {"top1": st.top1 / max(st.count, 1), "top5": st.top5 / max(st.count, 1),
-            "feat_loss": st.feat_loss / max(st.batches, 1),
+    return {"top1": st.top1 / max(st.count, 1), "top2": st.top2 / max(st.count, 1), "top5": st.top5 / max(st.count, 1),
+            "accept": st.accept / max(st.count, 1), "feat_loss": st.feat_loss / max(st.batches, 1),
             **{f"top1_step{k + 1}": hit / max(cnt, 1) for k, (hit, cnt) in enumerate(st.deep)}}
 
 

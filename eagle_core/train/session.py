@@ -159,7 +159,8 @@ class Session:
     def step(self, batch) -> StepStats:
         """One optimiser step on `batch`."""
         a = self.args
-        loss, st = step_loss(self.head, self.target.embed, self.lm_w, batch, a.noise, a.ce_weight, True, a.unroll)
+        loss, st = step_loss(self.head, self.target.embed, self.lm_w, batch, a.noise, a.ce_weight, True, a.unroll,
+                             a.topk_loss, a.topk_weight)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.head.parameters(), GRAD_CLIP)

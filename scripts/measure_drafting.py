@@ -10,6 +10,8 @@ Variants (--variants, default lean,modules,modules-sdpa):
   modules       the head's modules (their attention through the engine's kernel)
   modules-sdpa  the head's modules with torch's SDPA attention (the engine before the lean pass)
   bf16-lm-head  the lean pass with a bfloat16 draft LM head through oneDNN (an experiment)
+  f16-lm-head   the lean pass with the draft LM head's rows rounded to float16, read as float16
+                by smallgemm (half the bytes; the draft's numbers move by float16 rounding)
 """
 from __future__ import annotations
 
@@ -54,6 +56,9 @@ def variant(d, name: str):
         if name == "bf16-lm-head":
             wb = d.lm_weight.to(torch.bfloat16)
             d.lm_weight, d.lm = wb, linear_of(wb, "onednn")
+        elif name == "f16-lm-head":
+            wh = d.lm_weight.half().float()
+            d.lm_weight, d.lm = wh, linear_of(wh, "smallgemm16")
         elif name not in ("lean", "modules", "modules-sdpa"):
             raise SystemExit(f"unknown variant {name!r}")
         yield

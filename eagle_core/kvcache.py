@@ -31,22 +31,33 @@ class GrowingLayer(DynamicLayer):
                 and self.keys.stride() == kb.stride() and self.values.stride() == vb.stride()
                 and self.keys.shape[:2] == kb.shape[:2])
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+    def reserve(self, n: int, key_like: torch.Tensor, value_like: torch.Tensor) -> int:
+        """Room in the buffers for n more entries, shaped like `key_like` / `value_like` (B, G, *, d);
+        -> the current length L. The caller writes entries L .. L + n - 1 of `_kbuf` / `_vbuf`
+        (eagle_core/lean.py's fused layers do, in C) and then calls `commit(L + n)`."""
         if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        n, L = key_states.shape[-2], self._length()
+            self.lazy_initialization(key_like, value_like)
+        L = self._length()
         if not self._in_buffer(L + n):
-            b, h, _, d = key_states.shape
+            b, h, _, d = key_like.shape
             cap = 2 * (L + n) + GROW_BY
-            kb = key_states.new_empty(b, h, cap, d)
-            vb = value_states.new_empty(b, h, cap, value_states.shape[-1])
+            kb = key_like.new_empty(b, h, cap, d)
+            vb = value_like.new_empty(b, h, cap, value_like.shape[-1])
             if L:
                 kb[..., :L, :].copy_(self.keys)
                 vb[..., :L, :].copy_(self.values)
             self._kbuf, self._vbuf = kb, vb
+        return L
+
+    def commit(self, length: int) -> None:
+        self.keys, self.values = self._kbuf[..., :length, :], self._vbuf[..., :length, :]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        n = key_states.shape[-2]
+        L = self.reserve(n, key_states, value_states)
         self._kbuf[..., L:L + n, :].copy_(key_states)
         self._vbuf[..., L:L + n, :].copy_(value_states)
-        self.keys, self.values = self._kbuf[..., :L + n, :], self._vbuf[..., :L + n, :]
+        self.commit(L + n)
         return self.keys, self.values
 
     def reset(self) -> None:

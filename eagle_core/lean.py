@@ -36,8 +36,10 @@ from torch.nn.modules import module as _torch_module
 
 from . import kernels
 from .kernels import attention
+from .kvcache import GrowingLayer
 
 ENV = "EAGLE_LEAN"  # "0" (or off / false / no): always the transformers path
+C_ENV = "EAGLE_C_LAYERS"  # "0": the lean forward's torch operations, not one layer.c call per layer
 ARCHS = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral"}  # model_type -> transformers class prefix
 ATTENTIONS = (attention.NAME, "sdpa", "eager")  # attention implementations whose call this module can make
 
@@ -51,37 +53,43 @@ def _rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
 class _Product:
     """y = x W^T (+ b) through one eagle_core.kernels backend, on a weight prepared once."""
 
-    __slots__ = ("run", "state", "bias", "out_features")
+    __slots__ = ("run", "state", "bias", "out_features", "packed")
 
     def __init__(self, backend, state, bias, out_features: int):
         self.run, self.state, self.bias, self.out_features = backend.run, state, bias, out_features
+        self.packed = backend is kernels.SmallGemm  # float32 panels layer.c can read
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (m, K) -> (m, N)
         return self.run(self.state, x if x.is_contiguous() else x.contiguous(), self.bias)
 
 
-def _fused_backend(installed, parts: list[kernels.Linear], shape: tuple[int, int]) -> str:
+def _fused_backend(installed, parts: list[kernels.Linear], shape: tuple[int, int], own: bool = False) -> str:
     """The backend for the product of the stacked weights of `parts`. smallgemm when they all use
-    it (one accumulator per output: stacking changes no bit, and no new calibration); the backend
-    asked for by name when the policy names one; else the per-shape choice, measured once."""
+    it (one accumulator per output: stacking changes no bit, and no new calibration) or when `own`
+    (the layer runs as one layer.c call, which reads smallgemm's panels); the backend asked for by
+    name when the policy names one; else the per-shape choice, measured once."""
     names = {p.backend.name for p in parts}
-    if names == {"smallgemm"}:
+    if names == {"smallgemm"} or own:
         return "smallgemm"
     if installed.policy in kernels.BACKENDS:
         return installed.policy
     return kernels.choose([shape])[shape]
 
 
-def _fused(installed, parts: list[kernels.Linear]) -> _Product:
+def _fused(installed, parts: list[kernels.Linear], own: bool = False) -> _Product:
     w = torch.cat([p.weight.detach() for p in parts])  # (sum N, K)
     bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
-    lin = kernels.linear_of(w, _fused_backend(installed, parts, tuple(w.shape)))
+    lin = kernels.linear_of(w, _fused_backend(installed, parts, tuple(w.shape), own))
     lin.prepare()
     return _Product(lin.backend, lin._state, bias, w.shape[0])
 
 
-def _own(lin: kernels.Linear) -> _Product:
-    """An unfused product (o_proj, down_proj) on the Linear's own prepared weight."""
+def _own(lin: kernels.Linear, own: bool = False) -> _Product:
+    """An unfused product (o_proj, down_proj) on the Linear's own prepared weight (`own`: packed
+    for smallgemm, in a copy of its own if the Linear was given another backend)."""
+    if own and lin.backend is not kernels.SmallGemm:
+        lin._state, lin._version = None, None  # not read by the lean forward: repacked on first use
+        return _fused(None, [lin], own=True)
     if lin._state is None or lin._version != kernels.weight_version(lin.weight):
         lin.prepare()
     return _Product(lin.backend, lin._state, None if lin.bias is None else lin.bias.detach(), lin.out_features)
@@ -90,18 +98,32 @@ def _own(lin: kernels.Linear) -> _Product:
 class _Layer:
     """One decoder layer's weights in the form the lean forward uses."""
 
-    __slots__ = ("attn", "ln1", "eps1", "ln2", "eps2", "qkv", "o", "gate_up", "down", "scaling")
+    __slots__ = ("attn", "ln1", "eps1", "ln2", "eps2", "qkv", "o", "gate_up", "down", "scaling", "c_args")
 
-    def __init__(self, block, installed):
+    def __init__(self, block, installed, own: bool = False):
         a, m = block.self_attn, block.mlp
         self.attn = a  # passed to the attention function (it reads is_causal, GQA groups, training)
         self.ln1, self.eps1 = block.input_layernorm.weight.detach(), block.input_layernorm.variance_epsilon
         self.ln2, self.eps2 = block.post_attention_layernorm.weight.detach(), block.post_attention_layernorm.variance_epsilon
-        self.qkv = _fused(installed, [a.q_proj, a.k_proj, a.v_proj])
-        self.o = _own(a.o_proj)
-        self.gate_up = _fused(installed, [m.gate_proj, m.up_proj])
-        self.down = _own(m.down_proj)
+        self.qkv = _fused(installed, [a.q_proj, a.k_proj, a.v_proj], own)
+        self.o = _own(a.o_proj, own)
+        self.gate_up = _fused(installed, [m.gate_proj, m.up_proj], own)
+        self.down = _own(m.down_proj, own)
         self.scaling = a.scaling
+        self.c_args = self._c_args()
+
+    def _c_args(self) -> tuple | None:
+        """The layer's weights as layer.c's decoder_layer reads them (None: not all on smallgemm)."""
+        prods = (self.qkv, self.o, self.gate_up, self.down)
+        if not all(p.packed for p in prods):
+            return None
+        tensors = [self.ln1, self.ln2] + [p.bias for p in prods if p.bias is not None]
+        if not all(t.is_contiguous() and t.dtype is torch.float32 for t in tensors):
+            return None
+        out = [self.ln1.data_ptr(), float(self.eps1), self.ln2.data_ptr(), float(self.eps2)]
+        for p in prods:  # the packed weight and the bias (kept alive by this layer's _Products)
+            out += [p.state[0].data_ptr(), None if p.bias is None else p.bias.data_ptr()]
+        return tuple(out)
 
 
 def _projections(block) -> list[nn.Module]:
@@ -197,6 +219,8 @@ class LeanDecoder:
         self._sources = [t for b in self.blocks for p in _projections(b) for t in (p.weight, p.bias) if t is not None]
         self._inference = any(t.is_inference() for t in self._sources)  # (no version counter: storage only)
         self._lock = threading.Lock()
+        self._c_layers = os.environ.get(C_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+        self.c_calls = 0  # forwards run as layer.c calls (tests read it to see which path ran)
         self._pack()
         for b in self.blocks:  # the separate packed forms of q/k/v/gate/up are not read here any more:
             for p in _projections(b)[:3] + _projections(b)[4:6]:  # free them; a transformers-path call
@@ -210,7 +234,8 @@ class LeanDecoder:
 
     def _pack(self) -> None:
         seen = self._fingerprint()
-        self.layers = [_Layer(b, self.installed) for b in self.blocks]
+        own = self._c_layers and kernels.library() is not None and self.installed.policy in ("auto", "smallgemm")
+        self.layers = [_Layer(b, self.installed, own) for b in self.blocks]
         self._seen = seen  # last: a concurrent call sees the old fingerprint until the new layers are in
 
     def _refresh(self) -> None:
@@ -252,6 +277,10 @@ class LeanDecoder:
         # rotate_half(x) * sin == roll(x, d/2) * [-sin_lo, sin_hi], exactly: (-a) * b == a * (-b)
         cos = cos.unsqueeze(2)  # (B, n, 1, d): broadcasts over the q and k heads
         sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).unsqueeze(2)
+        if self._fused_applies(layers, B, n, cache, mask, want):
+            h = self._fused(layers, h, cache, mask, cos, sin, want)
+            h = _rms_norm(h, body.norm.weight.detach(), body.norm.variance_epsilon)
+            return h, [want[i + nl if i < 0 else i] for i in capture]
         attend = self._attention_functions.get_interface(cfg._attn_implementation, self.eager)
         m = B * n
         for i, L in enumerate(layers):
@@ -273,6 +302,48 @@ class LeanDecoder:
             h = h + L.down(F.silu(gu[:, :inter]) * gu[:, inter:]).view(B, n, D)
         h = _rms_norm(h, body.norm.weight.detach(), body.norm.variance_epsilon)
         return h, [want[i + nl if i < 0 else i] for i in capture]
+
+
+    def _fused_applies(self, layers, B, n, cache, mask, want) -> bool:
+        """Can this call run each layer as one layer.c call? One sequence of at most
+        attention.MAX_ROWS rows (not a long prefill), the engine's attention and growing cache, every
+        layer's products on smallgemm, a mask layer.c reads (none: causal, or the engine's (1, 1, n,
+        L) tree mask)."""
+        if (B != 1 or n > attention.MAX_ROWS or cache is None or not self._c_layers
+                or self.config._attn_implementation != attention.NAME or kernels.library() is None):
+            return False
+        if any(type(lc) is not GrowingLayer for lc in cache.layers[: len(layers)]):
+            return False
+        if mask is not None and not (isinstance(mask, torch.Tensor) and mask.dim() == 4
+                                     and mask.shape[:3] == (1, 1, n) and mask.shape[3] == cache.get_seq_length() + n):
+            return False
+        return all(L.c_args is not None for L in layers)
+
+    def _fused(self, layers, h, cache, mask, cos, sin, want) -> torch.Tensor:
+        """The layers as one layer.c call each: h (1, n, D) -> the last layer's output (before the
+        final norm); the residual stream entering layer i copied into want[i]."""
+        lib, n, D = kernels.library(), h.shape[1], h.shape[2]
+        self.c_calls += 1
+        H, G, d = self.heads, self.kv_heads, self.head_dim
+        if mask is not None:
+            mask = mask[0, 0]
+            mask = (attention.additive(mask) if mask.dtype == torch.bool else mask.to(torch.float32)).contiguous()
+        cos, sin = cos[0, :, 0].contiguous(), sin[0, :, 0].contiguous()  # (n, d)
+        h = h.contiguous()
+        like = torch.empty(1, G, 0, d)
+        threads, mptr = torch.get_num_threads(), None if mask is None else mask.data_ptr()
+        for i, L in enumerate(layers):
+            if i in want:
+                want[i] = h.clone()
+            lc = cache.layers[i]
+            L0 = lc.reserve(n, like, like)
+            kb, vb = lc._kbuf, lc._vbuf
+            rc = lib.decoder_layer(h.data_ptr(), n, D, H, G, d, self.inter, *L.c_args, cos.data_ptr(), sin.data_ptr(),
+                                   kb.data_ptr(), vb.data_ptr(), kb.stride(1), L0, mptr, float(L.scaling), threads)
+            if rc != 0:
+                raise MemoryError("decoder layer kernel: out of memory")
+            lc.commit(L0 + n)
+        return h
 
 
 def build(target) -> tuple[LeanDecoder | None, str, str]:

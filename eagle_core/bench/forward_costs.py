@@ -59,9 +59,18 @@ def measure(target, backends=None, rows=ROWS, context: int = 300, repeats: int =
     by_backend = {}
     with torch.inference_mode():
         if installed is not None and installed.swaps:
-            by_backend[f"chosen: {chosen}"] = time_forward(target, rows, context, repeats)
-            if getattr(target, "_lean", None) is not None:  # the same kernels through transformers' modules
-                lean_path, target._lean = target._lean, None
+            lean_path = getattr(target, "_lean", None)
+            c_layers = lean_path is not None and lean_path._c_layers and kernels.library() is not None
+            name = f"chosen: {chosen}" + (", layer.c per layer" if c_layers else "")
+            by_backend[name] = time_forward(target, rows, context, repeats)
+            if c_layers:  # the lean forward's torch operations, on the same packed weights
+                lean_path._c_layers = False
+                try:
+                    by_backend["chosen kernels, lean forward's torch operations"] = time_forward(target, rows, context, repeats)
+                finally:
+                    lean_path._c_layers = True
+            if lean_path is not None:  # the same kernels through transformers' modules
+                target._lean = None
                 try:
                     by_backend["chosen kernels, transformers forward"] = time_forward(target, rows, context, repeats)
                 finally:

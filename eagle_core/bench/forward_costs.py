@@ -13,11 +13,12 @@ a step must read once, divided by the read bandwidth measured in the same proces
 from __future__ import annotations
 
 import contextlib
+import statistics
+import time
 
 import torch
 
 from .. import kernels
-from .timing import median_s
 
 ROWS = (1, 2, 4, 5, 8, 12, 16, 24, 32, 64)
 
@@ -33,22 +34,32 @@ def weight_bytes(model) -> int:
 
 
 def time_forward(target, rows=ROWS, context: int = 300, repeats: int = 7, seed: int = 0) -> dict[int, float]:
-    """k -> median seconds of one forward of k new tokens (chain positions) plus logits for all k."""
+    """k -> median seconds of one forward of k new tokens (chain positions) plus logits for all k.
+    The row counts are interleaved (one forward of each k per round, after two untimed rounds), so
+    a drift in the machine's speed during the run, which on these shared virtual CPUs can exceed
+    20%, moves every t(k) alike and not only the ratio's numerator."""
     g = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, target.vocab_size, (1, context), generator=g)
     cache = target.new_cache()
     target.forward(prompt, cache)
-    out = {}
+    steps = {}
     for k in rows:
         x = torch.randint(0, target.vocab_size, (1, k), generator=g)
         pos = torch.arange(context, context + k)[None]
 
-        def step():
+        def step(x=x, pos=pos, k=k):
             target.logits(target.forward(x, cache, position_ids=pos))
             cache.crop(-k)
 
-        out[k] = median_s(step, repeats, warmup=2)
-    return out
+        steps[k] = step
+    times = {k: [] for k in rows}
+    for r in range(repeats + 2):
+        for k, step in steps.items():
+            t0 = time.perf_counter()
+            step()
+            if r >= 2:
+                times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(ts) for k, ts in times.items()}
 
 
 def measure(target, backends=None, rows=ROWS, context: int = 300, repeats: int = 7) -> dict:

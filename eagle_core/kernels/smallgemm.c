@@ -182,11 +182,15 @@ static void product(const float *x, int64_t m, int64_t ldx, const void *p, const
     const int64_t esize = half ? 2 : 4;
     const int wide = m <= WIDE && has_avx512();
     int64_t panels = (n + NB - 1) / NB, pairs = (panels + 1) / 2;
-    /* Dynamic chunks (~16 per thread): when another process takes a core (a browser on a 2-core
-     * machine), the running thread takes over the work instead of waiting at the barrier. */
+    /* Guided chunks (large first, none smaller than ~1/16 of a thread's share): when another
+     * process takes a core (a browser on a 2-core machine), the running thread takes over the
+     * work instead of waiting at the barrier, and most of each weight is still read as one long
+     * stream per thread. Against equal chunks of 1/16 (dynamic), one forward's products on a Zen 5
+     * (family 26, model 2), 2 threads, 12 interleaved passes: 1 row 12.65 -> 11.69 ms, 5 rows
+     * 14.14 -> 12.56 ms (the same as two static halves). */
     int64_t chunk = pairs / (16 * (int64_t)(nthreads > 0 ? nthreads : 1));
     if (chunk < 1) chunk = 1;
-    #pragma omp parallel for schedule(dynamic, chunk) num_threads(nthreads) if (nthreads > 1 && pairs > 1)
+    #pragma omp parallel for schedule(guided, chunk) num_threads(nthreads) if (nthreads > 1 && pairs > 1)
     for (int64_t pr = 0; pr < pairs; pr++) {
         int64_t q = 2 * pr; /* the pair's first panel */
         const char *pp = (const char *)p + pr * k * 2 * NB * esize;

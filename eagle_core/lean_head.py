@@ -15,11 +15,16 @@ query head (grouped-query attention). This pass runs the same layer as:
 Every operation is the one the modules run, elementwise in the same order, and the fused products
 go through smallgemm (one accumulator per output in a fixed order, so stacking changes no bit).
 Drafting with a cache on a CPU in float32 takes this attention kernel in the modules too
-(head_parts.AttentionBlock.attend), so this pass equals the module pass bit for bit
+(head_parts.AttentionBlock.attend), so these torch operations equal the module pass bit for bit
 (tests/test_lean_head.py). Training never has a cache and keeps SDPA.
 
+Where every product of a layer is on smallgemm (float32 or float16 panels), the layer from the
+q/k/v product to the last residual is ONE call into kernels/layer.c, as in the target's lean
+forward (eagle_core/lean.py): the same trees, q values equal to float32 rounding (its norm and
+silu are computed in C). `EAGLE_C_LAYERS=0` keeps the torch operations.
+
 `build(head)` returns None, with the reason, when the pass does not apply (another device or
-dtype, the head's products not on smallgemm, hooks, EAGLE_LEAN=0); a call checks the few things
+dtype, the head's products not on eagle_core.kernels, hooks, EAGLE_LEAN=0); a call checks the few things
 that can change after load and otherwise returns None so the drafter runs the modules.
 """
 from __future__ import annotations
@@ -34,7 +39,7 @@ from . import kernels
 from .head import EagleHead
 from .head3 import Eagle3Head
 from .kernels import attention
-from .lean import ENV, _fused, _has_hooks, _own, _Product
+from .lean import C_ENV, ENV, _fused, _has_hooks, _own, _Product
 from .lean import _rms_norm as _rms  # head_parts.RMSNorm on float32, op for op
 
 
@@ -52,7 +57,7 @@ def _product(installed, parts):
 class _HeadLayer:
     """One decoder layer of a head in the lean form: fused products, norm weights, sizes."""
 
-    __slots__ = ("pre", "pre_eps", "post", "eps", "qkv", "o", "gate_up", "down", "H", "G", "d", "inter")
+    __slots__ = ("pre", "pre_eps", "post", "eps", "qkv", "o", "gate_up", "down", "H", "G", "d", "inter", "c_args")
 
     def __init__(self, layer, installed):
         a, m = layer.self_attn, layer.mlp
@@ -65,6 +70,22 @@ class _HeadLayer:
         self.o, self.down = _product(installed, [a.o_proj]), _product(installed, [m.down_proj])
         self.gate_up = _product(installed, [m.gate_proj, m.up_proj])
         self.H, self.G, self.d, self.inter = layer.n_heads, layer.n_kv, layer.d, m.gate_proj.out_features
+        self.c_args = self._c_args()
+
+    def _c_args(self) -> tuple | None:
+        """The layer as kernels/layer.c's decoder_layer reads it: its norms and the packed weights
+        (all four float16 panels, or all four float32), then the half flag; None if neither."""
+        prods = (self.qkv, self.o, self.gate_up, self.down)
+        half = all(p.run is kernels.SmallGemm16.run for p in prods)
+        if not (half or all(p.packed for p in prods)):
+            return None
+        norms = [t for t in (self.pre, self.post) if t is not None]
+        if not all(t.is_contiguous() and t.dtype is torch.float32 for t in norms + [p.bias for p in prods if p.bias is not None]):
+            return None
+        out = [None if self.pre is None else self.pre.data_ptr(), float(self.pre_eps or 0.0), self.post.data_ptr(), float(self.eps)]
+        for p in prods:
+            out += [p.state[0].data_ptr(), None if p.bias is None else p.bias.data_ptr()]
+        return tuple(out), int(half)
 
 
 def _layers(head) -> list:
@@ -91,8 +112,8 @@ def unsupported(head) -> str | None:
     if any(p.device.type != "cpu" or p.dtype is not torch.float32 for p in params):
         return "lean head pass: CPU float32 only"
     prods = _products(head)
-    if not all(isinstance(p, kernels.Linear) and p.backend.name == "smallgemm" for p in prods):
-        return "the head's products are not all on smallgemm"
+    if not all(isinstance(p, kernels.Linear) for p in prods):  # (the pass packs its own smallgemm panels)
+        return "the head's products are not on eagle_core.kernels (smallgemm)"
     for L in _layers(head):
         a = L.self_attn
         if len({p.bias is None for p in (a.q_proj, a.k_proj, a.v_proj)}) > 1 or L.d % 8 or L.n_heads % L.n_kv:
@@ -114,6 +135,8 @@ class LeanHead:
         self._sources = [t for p in _products(head) for t in (p.weight, p.bias) if t is not None]
         self._packed, self._seen = self._pack(), self._fingerprint()
         self._rope = None  # (cos, sin) tables by position, grown on demand (rope_rows)
+        self.c_layers = os.environ.get(C_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+        self.c_calls = 0  # layers run as layer.c calls (tests read it to see which path ran)
 
     def _fingerprint(self) -> list:
         return [kernels.weight_version(t) for t in self._sources]
@@ -174,11 +197,42 @@ class LeanHead:
             hn = _rms(feats, *p.hidden_norm)
             x = torch.cat((_rms(emb, *p.emb_norm), hn), dim=-1)
             res = hn if p.norm_before_residual else feats
-            return self._layer(p.layers[0], res, x, cos, sin, cache.layers[0], mask)
+            out = self._c_layer(p.layers[0], (hn if p.norm_before_residual else feats.clone()).contiguous(), x, cos,
+                                sin, cache.layers[0], mask)
+            return out if out is not None else self._layer(p.layers[0], res, x, cos, sin, cache.layers[0], mask)
         h = p.fc(torch.cat((emb, feats), dim=-1))
         for i, L in enumerate(p.layers):
-            x = h if L.pre is None else _rms(h, L.pre, L.pre_eps)
-            h = self._layer(L, h, x, cos, sin, cache.layers[i], mask)
+            out = self._c_layer(L, h.contiguous(), None, cos, sin, cache.layers[i], mask)
+            if out is None:
+                x = h if L.pre is None else _rms(h, L.pre, L.pre_eps)
+                out = self._layer(L, h, x, cos, sin, cache.layers[i], mask)
+            h = out
+        return h
+
+    def _c_layer(self, L: _HeadLayer, h, x, cos, sin, lc, mask) -> torch.Tensor | None:
+        """The layer as one layer.c call (None: not on this path). h (n, H) is the residual and is
+        updated in place (the caller passes a tensor of its own); x None: the layer's input norm of h
+        (or h itself without one), else the (n, K) input of the q/k/v product."""
+        if L.c_args is None or not self.c_layers or kernels.library() is None:
+            return None
+        (args, half), (n, D) = L.c_args, h.shape
+        if x is not None:  # the input is given (EAGLE-3: its midlayer's input norm is read outside)
+            args = (None, 0.0, *args[2:])
+        start, cap = lc.length, lc.k.shape[2]
+        if start + n > cap:
+            raise ValueError(f"head cache full ({cap} positions)")
+        if mask is not None:
+            mask = attention.additive(mask).contiguous()
+        cos, sin = cos.reshape(n, -1).contiguous(), sin.reshape(n, -1).contiguous()
+        xin = None if x is None else x.contiguous()
+        rc = kernels.library().decoder_layer(
+            h.data_ptr(), n, D, L.H, L.G, L.d, L.inter, *args, cos.data_ptr(), sin.data_ptr(), lc.k.data_ptr(),
+            lc.v.data_ptr(), lc.k.stride(1), start, None if mask is None else mask.data_ptr(), L.d ** -0.5,
+            torch.get_num_threads(), None if xin is None else xin.data_ptr(), D if xin is None else xin.shape[1], half)
+        if rc != 0:
+            raise MemoryError("decoder layer kernel: out of memory")
+        lc.length = start + n
+        self.c_calls += 1
         return h
 
     @staticmethod

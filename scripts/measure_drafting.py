@@ -6,7 +6,9 @@ machine (docs/performance.md, "Issue 30's cycle bounds").
     python scripts/measure_drafting.py --json-out docs/data/bench/cycle_draft_lean_zen4.json
 
 Variants (--variants, default lean,modules,modules-sdpa):
-  lean          the engine as shipped: the head's lean pass (eagle_core/lean_head.py)
+  lean          the engine as shipped: the head's lean pass (eagle_core/lean_head.py), each layer
+                one kernels/layer.c call
+  lean-torch-ops  the lean pass through its torch operations (EAGLE_C_LAYERS=0, the head's part)
   modules       the head's modules (their attention through the engine's kernel)
   modules-sdpa  the head's modules with torch's SDPA attention (the engine before the lean pass)
   bf16-lm-head  the lean pass with a bfloat16 draft LM head through oneDNN (an experiment)
@@ -48,7 +50,10 @@ def one_per_category(path: str) -> list[str]:
 def variant(d, name: str):
     """Run the drafter `d` the way `name` says (see the module docstring), then restore it."""
     lean, lm, serves = d.lean, (d.lm_weight, d.lm), attention.serves_cache
+    c_layers = lean.c_layers if lean is not None else None
     try:
+        if name == "lean-torch-ops" and lean is not None:
+            lean.c_layers = False
         if name in ("modules", "modules-sdpa"):
             d.lean = None
         if name == "modules-sdpa":
@@ -59,11 +64,13 @@ def variant(d, name: str):
         elif name == "f16-lm-head":
             wh = d.lm_weight.half().float()
             d.lm_weight, d.lm = wh, linear_of(wh, "smallgemm16")
-        elif name not in ("lean", "modules", "modules-sdpa"):
+        elif name not in ("lean", "lean-torch-ops", "modules", "modules-sdpa"):
             raise SystemExit(f"unknown variant {name!r}")
         yield
     finally:
         d.lean, (d.lm_weight, d.lm), attention.serves_cache = lean, lm, serves
+        if lean is not None:
+            lean.c_layers = c_layers
 
 
 def measure(prompts, max_new: int, variants: list[str]) -> dict:

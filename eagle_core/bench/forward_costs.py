@@ -33,11 +33,14 @@ def weight_bytes(model) -> int:
     return total
 
 
-def time_forward(target, rows=ROWS, context: int = 300, repeats: int = 7, seed: int = 0) -> dict[int, float]:
+def time_forward(target, rows=ROWS, context: int = 300, repeats: int = 7, seed: int = 0,
+                 bandwidth: list | None = None) -> dict[int, float]:
     """k -> median seconds of one forward of k new tokens (chain positions) plus logits for all k.
     The row counts are interleaved (one forward of each k per round, after two untimed rounds), so
     a drift in the machine's speed during the run, which on these shared virtual CPUs can exceed
-    20%, moves every t(k) alike and not only the ratio's numerator."""
+    20%, moves every t(k) alike and not only the ratio's numerator. `bandwidth`: a list to append
+    the read bandwidth (GB/s) measured in each timed round, beside the forwards it bounds (on these
+    machines it moved between ~35 and ~95 GB/s within minutes)."""
     g = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, target.vocab_size, (1, context), generator=g)
     cache = target.new_cache()
@@ -59,6 +62,8 @@ def time_forward(target, rows=ROWS, context: int = 300, repeats: int = 7, seed: 
             step()
             if r >= 2:
                 times[k].append(time.perf_counter() - t0)
+        if bandwidth is not None and r >= 2:
+            bandwidth.append(kernels.stream_bandwidth(reps=1))
     return {k: statistics.median(ts) for k, ts in times.items()}
 
 
@@ -67,13 +72,13 @@ def measure(target, backends=None, rows=ROWS, context: int = 300, repeats: int =
     installed = target.kernels
     chosen = installed.describe() if installed is not None else "stock"
     names = backends or [b for b in kernels.AUTO_CANDIDATES if kernels.BACKENDS[b].available()]
-    by_backend = {}
+    by_backend, bws = {}, []
     with torch.inference_mode():
         if installed is not None and installed.swaps:
             lean_path = getattr(target, "_lean", None)
             c_layers = lean_path is not None and lean_path._c_layers and kernels.library() is not None
             name = f"chosen: {chosen}" + (", layer.c per layer" if c_layers else "")
-            by_backend[name] = time_forward(target, rows, context, repeats)
+            by_backend[name] = time_forward(target, rows, context, repeats, bandwidth=bws)
             if c_layers:  # the lean forward's torch operations, on the same packed weights
                 lean_path._c_layers = False
                 try:
@@ -94,7 +99,7 @@ def measure(target, backends=None, rows=ROWS, context: int = 300, repeats: int =
                 finally:
                     for parent, attr, orig, _ in probe.swaps:
                         setattr(parent, attr, orig)
-    bw = kernels.stream_bandwidth()
+    bw = statistics.median(bws) if bws else kernels.stream_bandwidth()  # during the chosen path's rounds
     mb = weight_bytes(target.model) / 1e6
     return {"bandwidth_gbs": bw, "weight_mb": mb, "bound_ms": mb / bw, "context": context,
             "by_backend": {n: {k: 1e3 * t for k, t in ts.items()} for n, ts in by_backend.items()}}
@@ -105,7 +110,7 @@ def render_markdown(res: dict, threads: int) -> str:
     lines = [f"CPU: {kernels.cpu_model()}, {threads} threads, torch {torch.__version__}. One forward of k new "
              f"tokens (body + LM head for all k rows) on a {res['context']}-token cache, median ms, and t(k)/t(1). "
              f"Streaming bound for t(1): {res['weight_mb']:.0f} MB of fp32 weights / {res['bandwidth_gbs']:.1f} GB/s "
-             f"read bandwidth (measured in the same process) = {res['bound_ms']:.1f} ms.", "",
+             f"read bandwidth (median of one read of 256 MB per round, between the chosen path's forwards) = {res['bound_ms']:.1f} ms.", "",
              "| backend | t(1) ms | t(1) / bound | " + " | ".join(f"k={k}" for k in rows[1:]) + " |",
              "|---|---|---|" + "---|" * (len(rows) - 1)]
     for name, ts in res["by_backend"].items():

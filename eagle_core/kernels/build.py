@@ -85,7 +85,8 @@ def library():
                                    ctypes.c_int]
             f32 = ctypes.c_float
             lib.decoder_layer.argtypes = [vp, i64, i64, i64, i64, i64, i64, vp, f32, vp, f32, vp, vp, vp, vp, vp, vp,
-                                          vp, vp, vp, vp, vp, vp, i64, i64, vp, f32, ctypes.c_int]
+                                          vp, vp, vp, vp, vp, vp, i64, i64, vp, f32, ctypes.c_int, vp, i64,
+                                          ctypes.c_int]
         except (OSError, subprocess.SubprocessError) as e:
             err = getattr(e, "stderr", b"") or b""
             why = f"could not build the CPU kernels: {e} {err.decode(errors='replace')[:300]}".strip()

@@ -30,6 +30,17 @@
 
 void smallgemm(const float *x, int64_t m, int64_t ldx, const float *p, int64_t n, int64_t k,
                const float *bias, float *y, int64_t ldy, int nthreads);
+void smallgemm_f16(const float *x, int64_t m, int64_t ldx, const uint16_t *p, int64_t n, int64_t k,
+                   const float *bias, float *y, int64_t ldy, int nthreads);
+
+/* y = x W^T (+ bias) on a weight packed as float32 (half = 0) or float16 (half = 1). */
+static void gemm(int half, const float *x, int64_t m, int64_t ldx, const void *p, int64_t n, int64_t k,
+                 const float *bias, float *y, int64_t ldy, int nthreads) {
+    if (half)
+        smallgemm_f16(x, m, ldx, (const uint16_t *)p, n, k, bias, y, ldy, nthreads);
+    else
+        smallgemm(x, m, ldx, (const float *)p, n, k, bias, y, ldy, nthreads);
+}
 int attend(const float *q, const float *k, const float *v, const float *mask, float *out, int64_t H, int64_t G,
            int64_t n, int64_t L, int64_t d, int64_t ldh, float scale, int causal, int nthreads);
 
@@ -80,18 +91,21 @@ static inline void rope(const float *x, const float *cos, const float *sin, int6
     for (int64_t i = half; i < d; i++) out[i] = x[i] * cos[i] + x[i - half] * sin[i];
 }
 
-/* h: [m][D] the residual stream, updated in place. ln1/ln2: [D]. wqkv, wo, wgu, wdown: weights
- * packed by pack_weight; bqkv, bo, bgu, bdown: biases or NULL. cos, sin: [m][d] (sin with its first
+/* h: [m][D] the residual stream, updated in place. ln1/ln2: [D]; the input of the q/k/v product is
+ * RMSNorm(h) with ln1, or (ln1 NULL) xin [m][K1], or (both NULL) h itself (a draft head's layer:
+ * EAGLE-2's first layer has no input norm, EAGLE-3's takes two normed halves). wqkv, wo, wgu, wdown:
+ * weights packed by pack_weight (half = 0) or pack_weight_f16 (half = 1); bqkv, bo, bgu, bdown:
+ * biases or NULL. cos, sin: [m][d] (sin with its first
  * half negated). kbuf, vbuf: one layer's cache buffers, kv heads ldh floats apart, rows d apart,
  * with room for L0 + m rows; the new keys / values are written at rows L0 .. L0 + m - 1. mask:
  * [m][L0 + m] additive (at or below -1e30: not visible) or NULL for causal. Returns 0, or -1 if out
  * of memory. */
 int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t d, int64_t I,
                   const float *ln1, float eps1, const float *ln2, float eps2,
-                  const float *wqkv, const float *bqkv, const float *wo, const float *bo,
-                  const float *wgu, const float *bgu, const float *wdown, const float *bdown,
+                  const void *wqkv, const float *bqkv, const void *wo, const float *bo,
+                  const void *wgu, const float *bgu, const void *wdown, const float *bdown,
                   const float *cos, const float *sin, float *kbuf, float *vbuf, int64_t ldh, int64_t L0,
-                  const float *mask, float scale, int nthreads) {
+                  const float *mask, float scale, int nthreads, const float *xin, int64_t K1, int half) {
     const int64_t nqkv = (H + 2 * G) * d, hd = H * d;
     /* scratch: x [m][max(D, hd, I)] (norm output, then silu(gate) * up), qkv [m][nqkv],
      * q [H][m][d], att [m][hd], y [m][max(D, 2I)] (product outputs) */
@@ -102,8 +116,17 @@ int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t 
     if (!x) return -1;
     float *qkv = x + m * xw, *q = qkv + m * nqkv, *att = q + m * hd, *y = att + m * hd;
 
-    rms_norm(h, ln1, eps1, m, D, x);
-    smallgemm(x, m, D, wqkv, nqkv, D, bqkv, qkv, nqkv, nthreads);
+    const float *in = h;
+    if (ln1) {
+        rms_norm(h, ln1, eps1, m, D, x);
+        in = x;
+        K1 = D;
+    } else if (xin) {
+        in = xin;
+    } else {
+        K1 = D;
+    }
+    gemm(half, in, m, K1, wqkv, nqkv, K1, bqkv, qkv, nqkv, nthreads);
     for (int64_t r = 0; r < m; r++) {
         const float *row = qkv + r * nqkv, *c = cos + r * d, *s = sin + r * d;
         for (int64_t j = 0; j < H; j++) rope(row + j * d, c, s, d, q + (j * m + r) * d);
@@ -116,13 +139,13 @@ int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t 
         free(x);
         return -1;
     }
-    smallgemm(att, m, hd, wo, D, hd, bo, y, D, nthreads);
+    gemm(half, att, m, hd, wo, D, hd, bo, y, D, nthreads);
     for (int64_t i = 0; i < m * D; i++) h[i] = h[i] + y[i];
 
     rms_norm(h, ln2, eps2, m, D, x);
-    smallgemm(x, m, D, wgu, 2 * I, D, bgu, y, 2 * I, nthreads);
+    gemm(half, x, m, D, wgu, 2 * I, D, bgu, y, 2 * I, nthreads);
     for (int64_t r = 0; r < m; r++) silu_mul(y + r * 2 * I, y + r * 2 * I + I, I, x + r * I);
-    smallgemm(x, m, I, wdown, D, I, bdown, y, D, nthreads);
+    gemm(half, x, m, I, wdown, D, I, bdown, y, D, nthreads);
     for (int64_t i = 0; i < m * D; i++) h[i] = h[i] + y[i];
     free(x);
     return 0;

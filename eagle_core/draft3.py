@@ -21,6 +21,8 @@ from .head3 import Eagle3Head, check_fits
 
 
 class Eagle3Drafter(Drafter):
+    ROUND_DRAFT_ROWS = False  # its LM head is its own trained weights: kept as they are
+
     def __init__(self, head: Eagle3Head, target):
         self.target_layers = check_fits(head.config, target)  # raises ValueError naming both sizes
         super().__init__(head, target)

@@ -13,7 +13,9 @@ Variants (--variants, default lean,modules,modules-sdpa):
   modules-sdpa  the head's modules with torch's SDPA attention (the engine before the lean pass)
   bf16-lm-head  the lean pass with a bfloat16 draft LM head through oneDNN (an experiment)
   f16-lm-head   the lean pass with the draft LM head's rows rounded to float16, read as float16
-                by smallgemm (half the bytes; the draft's numbers move by float16 rounding)
+                by smallgemm (half the bytes; the draft's numbers move by float16 rounding); the
+                engine's default for a reduced draft vocabulary since 2026-12-04
+  f32-lm-head   the draft LM head's rows as the target's float32 values (the default before)
 """
 from __future__ import annotations
 
@@ -64,6 +66,9 @@ def variant(d, name: str):
         elif name == "f16-lm-head":
             wh = d.lm_weight.half().float()
             d.lm_weight, d.lm = wh, linear_of(wh, "smallgemm16")
+        elif name == "f32-lm-head" and d.vocab_map is not None:
+            w32 = d.target.lm_head.weight[d.vocab_map].detach().clone()
+            d.lm_weight, d.lm = w32, linear_of(w32, "smallgemm")
         elif name not in ("lean", "lean-torch-ops", "modules", "modules-sdpa"):
             raise SystemExit(f"unknown variant {name!r}")
         yield

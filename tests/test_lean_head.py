@@ -213,6 +213,14 @@ def test_the_shipped_heads_draft_the_same_trees_through_the_lean_pass(default_ta
     e = Engine(default_target, head, vocab, name, head3=head3, head3_name=name3)
     drafter = e.drafter if method == "eagle2" else e.drafter3
     assert drafter.lean is not None and drafter.lean.layers[0].qkv.run is SmallGemm16.run
+    # the draft LM head from float16 storage: EAGLE-3's own float16 weights; EAGLE-2's 8,192 target
+    # rows rounded to float16 values (its draft's q moves by that rounding, never the output)
+    assert drafter.lm.backend is SmallGemm16 and SmallGemm16.exact(drafter.lm_weight)
+    if method == "eagle2":
+        rows = default_target.lm_head.weight[drafter.vocab_map]
+        assert not torch.equal(drafter.lm_weight, rows)
+        torch.testing.assert_close(drafter.lm_weight, rows, rtol=1e-3, atol=1e-4)
+        van = e.run("Write a haiku about the sea.", DecodeSettings(method="vanilla", max_new_tokens=24))
     s = DecodeSettings(method=method, max_new_tokens=24)
     lean_run = e.run("Write a haiku about the sea.", s)
     saved, drafter.lean = drafter.lean, None
@@ -221,4 +229,6 @@ def test_the_shipped_heads_draft_the_same_trees_through_the_lean_pass(default_ta
     finally:
         drafter.lean = saved
     assert lean_run.summary.token_ids == module_run.summary.token_ids
+    if method == "eagle2":
+        assert lean_run.summary.token_ids == van.summary.token_ids
     _same_trees(lean_run, module_run)

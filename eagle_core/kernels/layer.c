@@ -91,6 +91,22 @@ static inline void rope(const float *x, const float *cos, const float *sin, int6
     for (int64_t i = half; i < d; i++) out[i] = x[i] * cos[i] + x[i - half] * sin[i];
 }
 
+/* The calling thread's scratch buffer, grown as needed and kept (never freed: at most a few MB a
+ * thread). A malloc / free per call passes glibc's mmap threshold from 5 rows up, so every layer
+ * of a verification mapped fresh pages (faulted in by both OpenMP threads) and unmapped them. */
+static __thread float *scratch_buf = NULL;
+static __thread size_t scratch_cap = 0;
+
+static float *scratch(size_t floats) {
+    if (floats > scratch_cap) {
+        float *p = (float *)realloc(scratch_buf, sizeof(float) * floats);
+        if (!p) return NULL;
+        scratch_buf = p;
+        scratch_cap = floats;
+    }
+    return scratch_buf;
+}
+
 /* h: [m][D] the residual stream, updated in place. ln1/ln2: [D]; the input of the q/k/v product is
  * RMSNorm(h) with ln1, or (ln1 NULL) xin [m][K1], or (both NULL) h itself (a draft head's layer:
  * EAGLE-2's first layer has no input norm, EAGLE-3's takes two normed halves). wqkv, wo, wgu, wdown:
@@ -112,7 +128,7 @@ int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t 
     int64_t xw = D > hd ? D : hd;
     if (I > xw) xw = I;
     const int64_t yw = D > 2 * I ? D : 2 * I;
-    float *x = (float *)malloc(sizeof(float) * m * (xw + nqkv + hd + hd + yw));
+    float *x = scratch((size_t)m * (xw + nqkv + hd + hd + yw));
     if (!x) return -1;
     float *qkv = x + m * xw, *q = qkv + m * nqkv, *att = q + m * hd, *y = att + m * hd;
 
@@ -135,10 +151,7 @@ int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t 
             memcpy(vbuf + g * ldh + (L0 + r) * d, row + (H + G + g) * d, sizeof(float) * d);
         }
     }
-    if (attend(q, kbuf, vbuf, mask, att, H, G, m, L0 + m, d, ldh, scale, mask == NULL, nthreads)) {
-        free(x);
-        return -1;
-    }
+    if (attend(q, kbuf, vbuf, mask, att, H, G, m, L0 + m, d, ldh, scale, mask == NULL, nthreads)) return -1;
     gemm(half, att, m, hd, wo, D, hd, bo, y, D, nthreads);
     for (int64_t i = 0; i < m * D; i++) h[i] = h[i] + y[i];
 
@@ -147,6 +160,5 @@ int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t 
     for (int64_t r = 0; r < m; r++) silu_mul(y + r * 2 * I, y + r * 2 * I + I, I, x + r * I);
     gemm(half, x, m, I, wdown, D, I, bdown, y, D, nthreads);
     for (int64_t i = 0; i < m * D; i++) h[i] = h[i] + y[i];
-    free(x);
     return 0;
 }

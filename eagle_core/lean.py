@@ -53,6 +53,39 @@ ARCHS = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral"}  # model_type
 ATTENTIONS = (attention.NAME, "sdpa", "eager")  # attention implementations whose call this module can make
 
 
+def switched_off(name: str) -> bool:
+    """Is the environment variable `name` set to 0 / off / false / no (unset: on)?"""
+    return os.environ.get(name, "1").strip().lower() in ("0", "off", "false", "no")
+
+
+def c_weight_args(norms: tuple, prods: tuple) -> list | None:
+    """layer.c's decoder_layer arguments for a layer's weights: (pointer or None, eps) per norm,
+    then (packed weight, bias or None) per product; None if a norm or bias is not contiguous
+    float32. The pointers stay valid while the layer's tensors and _Products live."""
+    tensors = [w for w, _ in norms if w is not None] + [p.bias for p in prods if p.bias is not None]
+    if not all(t.is_contiguous() and t.dtype is torch.float32 for t in tensors):
+        return None
+    out = []
+    for w, eps in norms:
+        out += [None if w is None else w.data_ptr(), float(eps or 0.0)]
+    for p in prods:
+        out += [p.state[0].data_ptr(), None if p.bias is None else p.bias.data_ptr()]
+    return out
+
+
+def c_layer(h, n, D, H, G, d, inter, weights, cos, sin, k, v, start, mask, scale, xin=None, half=0) -> None:
+    """One layer.c decoder_layer call: h (n, D) updated in place; k, v the layer's cache buffers
+    (G heads, rows d apart), new entries written from row `start`; cos, sin (n, d) contiguous;
+    mask (n, start + n) additive contiguous or None (causal); xin (n, K) the q/k/v product's input
+    when the layer's input norm is not applied to h."""
+    rc = kernels.library().decoder_layer(
+        h.data_ptr(), n, D, H, G, d, inter, *weights, cos.data_ptr(), sin.data_ptr(), k.data_ptr(), v.data_ptr(),
+        k.stride(-3), start, None if mask is None else mask.data_ptr(), float(scale), torch.get_num_threads(),
+        None if xin is None else xin.data_ptr(), D if xin is None else xin.shape[1], int(half))
+    if rc != 0:
+        raise MemoryError("decoder layer kernel: out of memory")
+
+
 def _rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """The Llama RMSNorm of transformers, op for op (float32 in, so its dtype casts are no-ops)."""
     var = h.pow(2).mean(-1, keepdim=True)
@@ -126,13 +159,7 @@ class _Layer:
         prods = (self.qkv, self.o, self.gate_up, self.down)
         if not all(p.packed for p in prods):
             return None
-        tensors = [self.ln1, self.ln2] + [p.bias for p in prods if p.bias is not None]
-        if not all(t.is_contiguous() and t.dtype is torch.float32 for t in tensors):
-            return None
-        out = [self.ln1.data_ptr(), float(self.eps1), self.ln2.data_ptr(), float(self.eps2)]
-        for p in prods:  # the packed weight and the bias (kept alive by this layer's _Products)
-            out += [p.state[0].data_ptr(), None if p.bias is None else p.bias.data_ptr()]
-        return tuple(out)
+        return c_weight_args(((self.ln1, self.eps1), (self.ln2, self.eps2)), prods)
 
 
 def _projections(block) -> list[nn.Module]:
@@ -151,7 +178,7 @@ def _global_hooks() -> bool:
 
 def unsupported(target) -> str | None:
     """Why the lean forward cannot run this target (None: it can)."""
-    if os.environ.get(ENV, "1").strip().lower() in ("0", "off", "false", "no"):
+    if switched_off(ENV):
         return f"{ENV}=0"
     if not str(target.device).startswith("cpu") or target.dtype is not torch.float32:
         return f"{target.device} {str(target.dtype).replace('torch.', '')} (lean: CPU float32 only)"
@@ -228,7 +255,7 @@ class LeanDecoder:
         self._sources = [t for b in self.blocks for p in _projections(b) for t in (p.weight, p.bias) if t is not None]
         self._inference = any(t.is_inference() for t in self._sources)  # (no version counter: storage only)
         self._lock = threading.Lock()
-        self._c_layers = os.environ.get(C_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+        self._c_layers = not switched_off(C_ENV)
         self.c_calls = 0  # forwards run as layer.c calls (tests read it to see which path ran)
         self._pack()
         for b in self.blocks:  # the separate packed forms of q/k/v/gate/up are not read here any more:
@@ -331,7 +358,7 @@ class LeanDecoder:
     def _fused(self, layers, h, cache, mask, cos, sin, want) -> torch.Tensor:
         """The layers as one layer.c call each: h (1, n, D) -> the last layer's output (before the
         final norm); the residual stream entering layer i copied into want[i]."""
-        lib, n, D = kernels.library(), h.shape[1], h.shape[2]
+        n, D = h.shape[1], h.shape[2]
         self.c_calls += 1
         H, G, d = self.heads, self.kv_heads, self.head_dim
         if mask is not None:
@@ -340,18 +367,12 @@ class LeanDecoder:
         cos, sin = cos[0, :, 0].contiguous(), sin[0, :, 0].contiguous()  # (n, d)
         h = h.contiguous()
         like = torch.empty(1, G, 0, d)
-        threads, mptr = torch.get_num_threads(), None if mask is None else mask.data_ptr()
         for i, L in enumerate(layers):
             if i in want:
                 want[i] = h.clone()
             lc = cache.layers[i]
             L0 = lc.reserve(n, like, like)
-            kb, vb = lc._kbuf, lc._vbuf
-            rc = lib.decoder_layer(h.data_ptr(), n, D, H, G, d, self.inter, *L.c_args, cos.data_ptr(), sin.data_ptr(),
-                                   kb.data_ptr(), vb.data_ptr(), kb.stride(1), L0, mptr, float(L.scaling), threads,
-                                   None, D, 0)
-            if rc != 0:
-                raise MemoryError("decoder layer kernel: out of memory")
+            c_layer(h, n, D, H, G, d, self.inter, L.c_args, cos, sin, lc._kbuf, lc._vbuf, L0, mask, L.scaling)
             lc.commit(L0 + n)
         return h
 

@@ -29,7 +29,6 @@ that can change after load and otherwise returns None so the drafter runs the mo
 """
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 import torch
@@ -39,7 +38,7 @@ from . import kernels
 from .head import EagleHead
 from .head3 import Eagle3Head
 from .kernels import attention
-from .lean import C_ENV, ENV, _fused, _has_hooks, _own, _Product
+from .lean import C_ENV, ENV, _fused, _has_hooks, _own, _Product, c_layer, c_weight_args, switched_off
 from .lean import _rms_norm as _rms  # head_parts.RMSNorm on float32, op for op
 
 
@@ -79,13 +78,8 @@ class _HeadLayer:
         half = all(p.run is kernels.SmallGemm16.run for p in prods)
         if not (half or all(p.packed for p in prods)):
             return None
-        norms = [t for t in (self.pre, self.post) if t is not None]
-        if not all(t.is_contiguous() and t.dtype is torch.float32 for t in norms + [p.bias for p in prods if p.bias is not None]):
-            return None
-        out = [None if self.pre is None else self.pre.data_ptr(), float(self.pre_eps or 0.0), self.post.data_ptr(), float(self.eps)]
-        for p in prods:
-            out += [p.state[0].data_ptr(), None if p.bias is None else p.bias.data_ptr()]
-        return tuple(out), int(half)
+        args = c_weight_args(((self.pre, self.pre_eps), (self.post, self.eps)), prods)
+        return None if args is None else (args, int(half))
 
 
 def _layers(head) -> list:
@@ -102,7 +96,7 @@ def _products(head) -> list:
 
 def unsupported(head) -> str | None:
     """Why the lean pass cannot run this head (None: it can)."""
-    if os.environ.get(ENV, "1").strip().lower() in ("0", "off", "false", "no"):
+    if switched_off(ENV):
         return f"{ENV}=0"
     if not isinstance(head, (EagleHead, Eagle3Head)):
         return f"head type {type(head).__name__}"
@@ -135,7 +129,7 @@ class LeanHead:
         self._sources = [t for p in _products(head) for t in (p.weight, p.bias) if t is not None]
         self._packed, self._seen = self._pack(), self._fingerprint()
         self._rope = None  # (cos, sin) tables by position, grown on demand (rope_rows)
-        self.c_layers = os.environ.get(C_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+        self.c_layers = not switched_off(C_ENV)
         self.c_calls = 0  # layers run as layer.c calls (tests read it to see which path ran)
 
     def _fingerprint(self) -> list:
@@ -197,8 +191,8 @@ class LeanHead:
             hn = _rms(feats, *p.hidden_norm)
             x = torch.cat((_rms(emb, *p.emb_norm), hn), dim=-1)
             res = hn if p.norm_before_residual else feats
-            out = self._c_layer(p.layers[0], (hn if p.norm_before_residual else feats.clone()).contiguous(), x, cos,
-                                sin, cache.layers[0], mask)
+            own = res if p.norm_before_residual else res.clone()  # (layer.c updates it in place; feats is the caller's)
+            out = self._c_layer(p.layers[0], own.contiguous(), x, cos, sin, cache.layers[0], mask)
             return out if out is not None else self._layer(p.layers[0], res, x, cos, sin, cache.layers[0], mask)
         h = p.fc(torch.cat((emb, feats), dim=-1))
         for i, L in enumerate(p.layers):
@@ -217,20 +211,15 @@ class LeanHead:
             return None
         (args, half), (n, D) = L.c_args, h.shape
         if x is not None:  # the input is given (EAGLE-3: its midlayer's input norm is read outside)
-            args = (None, 0.0, *args[2:])
+            args = [None, 0.0, *args[2:]]
         start, cap = lc.length, lc.k.shape[2]
         if start + n > cap:
             raise ValueError(f"head cache full ({cap} positions)")
         if mask is not None:
             mask = attention.additive(mask).contiguous()
         cos, sin = cos.reshape(n, -1).contiguous(), sin.reshape(n, -1).contiguous()
-        xin = None if x is None else x.contiguous()
-        rc = kernels.library().decoder_layer(
-            h.data_ptr(), n, D, L.H, L.G, L.d, L.inter, *args, cos.data_ptr(), sin.data_ptr(), lc.k.data_ptr(),
-            lc.v.data_ptr(), lc.k.stride(1), start, None if mask is None else mask.data_ptr(), L.d ** -0.5,
-            torch.get_num_threads(), None if xin is None else xin.data_ptr(), D if xin is None else xin.shape[1], half)
-        if rc != 0:
-            raise MemoryError("decoder layer kernel: out of memory")
+        c_layer(h, n, D, L.H, L.G, L.d, L.inter, args, cos, sin, lc.k, lc.v, start, mask, L.d ** -0.5,
+                None if x is None else x.contiguous(), half)
         lc.length = start + n
         self.c_calls += 1
         return h

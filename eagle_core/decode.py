@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from .clock import clock
+from .kernels.rows import row_stats
 from .config import DecodeSettings
 from .draft import Drafter
 from .draft3 import Eagle3Drafter
@@ -254,8 +255,8 @@ class Generation:
             return verify_point_mass(tree.tokens, tree.parents, lambda i: probs[i], gen)
         dev = rows.device
         parent = torch.tensor([max(p, 0) for p in tree.parents], device=dev)
-        lse = torch.logsumexp(rows, -1)
-        top_v, top_i = rows.max(-1)
+        stats = row_stats(rows)  # max, argmax and logsumexp per row in one CPU kernel call (kernels/rows.c)
+        top_v, top_i, lse = stats if stats is not None else (*rows.max(-1), torch.logsumexp(rows, -1))
         p_draft = (rows[parent, torch.tensor(tree.tokens, device=dev)] - lse[parent]).exp()
         top, p_token, p_top = torch.stack([top_i.double(), p_draft.double(), (top_v - lse).exp().double()]).tolist()
         p_of = {(tree.parents[i], tree.tokens[i]): p_token[i] for i in range(1, len(tree))}

@@ -278,3 +278,37 @@ def test_cpu_model_names_family_and_model_where_the_cpu_reports_them():
     if not (fam and mod):
         pytest.skip("this CPU reports no family and model (not x86)")
     assert cpu_model().endswith(f"(family {fam.group(1)}, model {mod.group(1)})")
+
+
+@needs_smallgemm
+@pytest.mark.parametrize("v", [1, 7, 8, 33, 49152, 49157])
+def test_row_stats_match_torch_argmax_first_on_ties_and_logsumexp(v):
+    """The acceptance walk's argmax must be torch's exactly (the first index of the maximum), its
+    log-sum-exp close, and each row's results the same alone as in a batch."""
+    from eagle_core.kernels.rows import row_stats
+
+    g = torch.Generator().manual_seed(v)
+    x = torch.randn(5, v, generator=g) * 6
+    x[1] = x[1].max() + 2  # a whole row of ties: index 0
+    if v > 3:
+        x[2, v // 3] = x[2, v - 1] = x[2].max() + 1  # a tie across the vector part and the tail
+        x[3, :v // 2] = float("-inf")  # masked entries
+    mx, arg, lse = row_stats(x)
+    tv, ti = x.max(-1)
+    assert torch.equal(arg, ti) and torch.equal(mx, tv)
+    torch.testing.assert_close(lse, torch.logsumexp(x, -1), rtol=1e-6, atol=1e-5)
+    for r in range(5):
+        one = row_stats(x[r:r + 1].clone())
+        assert torch.equal(one[1], arg[r:r + 1]) and torch.equal(one[2], lse[r:r + 1])
+
+
+@needs_smallgemm
+def test_row_stats_leave_nan_rows_and_other_tensors_to_torch():
+    from eagle_core.kernels.rows import row_stats
+
+    x = torch.randn(3, 100)
+    x[1, 50] = float("nan")
+    assert row_stats(x) is None
+    assert row_stats(torch.full((2, 10), float("-inf"))) is None
+    assert row_stats(torch.randn(2, 10, dtype=torch.float64)) is None
+    assert row_stats(torch.randn(10, 2).T) is None  # columns not contiguous

@@ -1,0 +1,29 @@
+"""Per-row statistics of the target's logits for the acceptance walk (rows.c): max, argmax, log-sum-exp.
+
+One call where torch makes two (`max`, then `logsumexp`); see rows.c for what it computes and why.
+`row_stats` returns None where it cannot serve (another device or dtype, no compiled kernels, a row
+with NaN or only -inf), and the caller computes the same with torch.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .build import library
+
+
+def row_stats(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """rows (n, V) float32 on the CPU -> (max (n,), argmax (n,) int64, logsumexp (n,)), or None."""
+    lib = library()
+    if (lib is None or rows.device.type != "cpu" or rows.dtype is not torch.float32 or rows.dim() != 2
+            or rows.stride(1) != 1 or rows.shape[1] == 0):
+        return None
+    n, v = rows.shape
+    mx, lse = torch.empty(n), torch.empty(n)
+    arg = torch.empty(n, dtype=torch.int64)
+    lib.row_stats(rows.data_ptr(), n, v, rows.stride(0), mx.data_ptr(), arg.data_ptr(), lse.data_ptr(),
+                  torch.get_num_threads())
+    if not all(math.isfinite(x) for x in lse.tolist()):
+        return None
+    return mx, arg, lse

@@ -88,6 +88,7 @@ def library():
                                           vp, vp, vp, vp, vp, vp, i64, i64, vp, f32, ctypes.c_int, vp, i64,
                                           ctypes.c_int]
             lib.row_stats.argtypes = [vp, i64, i64, i64, vp, vp, vp, ctypes.c_int]
+            lib.row_stats.restype = ctypes.c_int
         except (OSError, subprocess.SubprocessError) as e:
             err = getattr(e, "stderr", b"") or b""
             why = f"could not build the CPU kernels: {e} {err.decode(errors='replace')[:300]}".strip()

@@ -76,12 +76,16 @@ static float row_lse(const float *x, int64_t V, float m) {
     return m + logf(sum);
 }
 
-/* x: rows x V floats, row r at x + r * ld. Writes max_out[r], arg_out[r] and lse_out[r]. */
-void row_stats(const float *x, int64_t rows, int64_t V, int64_t ld, float *max_out, int64_t *arg_out,
-               float *lse_out, int nthreads) {
-    #pragma omp parallel for schedule(static) num_threads(nthreads) if (nthreads > 1 && rows > 1)
+/* x: rows x V floats, row r at x + r * ld. Writes max_out[r], arg_out[r] and lse_out[r]; returns how
+ * many rows got a lse that is not finite (the caller then uses torch), so nothing is read back. */
+int row_stats(const float *x, int64_t rows, int64_t V, int64_t ld, float *max_out, int64_t *arg_out,
+              float *lse_out, int nthreads) {
+    int bad_rows = 0;
+    #pragma omp parallel for schedule(static) num_threads(nthreads) if (nthreads > 1 && rows > 1) reduction(+:bad_rows)
     for (int64_t r = 0; r < rows; r++) {
         int bad = row_max(x + r * ld, V, max_out + r, arg_out + r);
         lse_out[r] = bad ? NAN : row_lse(x + r * ld, V, max_out[r]);
+        bad_rows += !isfinite(lse_out[r]);
     }
+    return bad_rows;
 }

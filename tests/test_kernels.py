@@ -312,3 +312,25 @@ def test_row_stats_leave_nan_rows_and_other_tensors_to_torch():
     assert row_stats(torch.full((2, 10), float("-inf"))) is None
     assert row_stats(torch.randn(2, 10, dtype=torch.float64)) is None
     assert row_stats(torch.randn(10, 2).T) is None  # columns not contiguous
+
+
+@needs_smallgemm
+def test_row_kernel_can_be_switched_off_and_greedy_decoding_does_not_change(monkeypatch):
+    """EAGLE_ROW_KERNEL=0 (for A/B runs) gives torch's max + logsumexp: the same tokens and p."""
+    from conftest import tiny_head, tiny_target
+    from eagle_core import DecodeSettings, Engine
+    from eagle_core.kernels.rows import ENV, row_stats
+
+    target = tiny_target("llama", seed=5, vocab=40)
+    engine = Engine(target, tiny_head(target, seed=6))
+    s = DecodeSettings(method="eagle2", depth=3, tree_top_k=2, total_tokens=6, max_new_tokens=16, chat_template=False)
+    on = engine.run("one two three", s)
+    monkeypatch.setenv(ENV, "0")
+    assert row_stats(torch.randn(2, 10)) is None
+    off = engine.run("one two three", s)
+    assert on.summary.token_ids == off.summary.token_ids
+    p_on = [n.p for c in on.cycles for n in c.nodes]
+    p_off = [n.p for c in off.cycles for n in c.nodes]
+    assert [p is None for p in p_on] == [p is None for p in p_off]
+    shown = [(a, b) for a, b in zip(p_on, p_off) if a is not None]
+    assert shown and max(abs(a - b) for a, b in shown) < 1e-5

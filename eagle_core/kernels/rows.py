@@ -2,19 +2,25 @@
 
 One call where torch makes two (`max`, then `logsumexp`); see rows.c for what it computes and why.
 `row_stats` returns None where it cannot serve (another device or dtype, no compiled kernels, a row
-with NaN or only -inf), and the caller computes the same with torch.
+with NaN or only -inf), and the caller computes the same with torch. EAGLE_ROW_KERNEL=0 in the
+environment makes it always None (torch's max + logsumexp), to measure the two against each other.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 
 from .build import library
 
+ENV = "EAGLE_ROW_KERNEL"
+
 
 def row_stats(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """rows (n, V) float32 on the CPU -> (max (n,), argmax (n,) int64, logsumexp (n,)), or None."""
     lib = library()
-    if (lib is None or rows.device.type != "cpu" or rows.dtype is not torch.float32 or rows.dim() != 2
+    off = os.environ.get(ENV, "1").strip().lower() in ("0", "off", "false", "no")
+    if (lib is None or off or rows.device.type != "cpu" or rows.dtype is not torch.float32 or rows.dim() != 2
             or rows.stride(1) != 1 or rows.shape[1] == 0):
         return None
     n, v = rows.shape

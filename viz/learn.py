@@ -48,10 +48,11 @@ away, and deeper drafts get accepted (the EAGLE-3 paper, Vicuna-13B, MT-bench, t
 τ 6.65 against 4.83 for EAGLE-2). It has its own final norm and its own LM head over a small
 draft vocabulary (`d2t` maps a draft id to a target id), where EAGLE-1/2 borrow the target's LM
 head; verification still uses the target's full vocabulary, so the output stays the target's. The EAGLE-3 head shipped here for
-SmolLM2 has had about 7.3 hours of training on CPUs, one full pass over the same 2.44 M answer tokens
-as the EAGLE-2 head: τ 1.71 on all of MT-bench against 1.92 for the EAGLE-2 head (the second EAGLE-3
-head, after 1.5 hours, had 1.56). Over that pass its first guess went from right 35% to 45% of
-the time, still rising at the end, the climb slowing as the learning rate fell. At this amount of data EAGLE-2 keeps the
+SmolLM2 has had about 11.3 hours of training on CPUs, two full passes over the same 2.44 M answer tokens
+as the EAGLE-2 head (which had 5.4 hours): τ 1.69 on all of MT-bench against 1.87 for the EAGLE-2 head
+on the CPU tree, 1.36× against 1.51× vanilla (after one pass it had 1.66; the second EAGLE-3 head, after
+1.5 hours, 1.56). Over the first pass its first guess went from right 35% to 45% of the time; the second
+pass took it to 48%, flat at the end. At this amount of data EAGLE-2 keeps the
 lead: it learns to predict the target's whole next feature (576 numbers a token) and borrows the
 target's LM head, where EAGLE-3 learns from the next token alone and trains its own LM head; the
 paper's gain came with far more data than a 2-core CPU can generate.

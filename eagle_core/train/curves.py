@@ -94,7 +94,7 @@ NOTE = ("All points measured. Held-out sets differ between runs (53 to 319 seque
         "the previous head on that run's set, so a jump at a run boundary is a change of set, not of head. "
         "Hours: wall-clock elapsed_s of each run's log, summed along the lineage\n"
         "(EAGLE-2 from the first head's 3-epoch pilot), on different 2-vCPU machines (AMD EPYC, Zen 4, Zen 5, Intel Xeon), "
-        "1-2 threads; every run read cached target features but the third EAGLE-3 run (a target forward per step).\n"
+        "1-2 threads; every run read cached target features but the third EAGLE-3 head's two epochs (a target forward per step).\n"
         "tau: 16 MT-bench prompts (2 per category), greedy, 128 new tokens, at the end of the run that made the head. "
         "Data and sources: docs/data/training_curves.json")
 

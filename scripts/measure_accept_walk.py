@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 from eagle_core import load_engine  # noqa: E402
 from eagle_core.config import preset  # noqa: E402
-from eagle_core.bench.report import machine_info  # noqa: E402
+from eagle_core.bench.report import machine_info, save_json  # noqa: E402
 from eagle_core.decode import Generation  # noqa: E402
 from eagle_core.kernels.rows import ENV  # noqa: E402
 
@@ -64,10 +64,7 @@ def main(argv=None) -> dict:
                                            for k, v in times.items()},
            "cycles": {k: len(v) for k, v in times.items()}}
     print(json.dumps(out["ms per cycle (median / mean)"]), "identical:", out["identical"])
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as f:
-            json.dump(out, f, indent=1)
-    return out
+    return save_json(args.json_out, out)
 
 
 if __name__ == "__main__":

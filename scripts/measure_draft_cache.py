@@ -17,7 +17,6 @@ Run on a quiet machine (docs/performance.md, 2026-12-05):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -28,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from eagle_core import DecodeSettings, load_engine, kernels  # noqa: E402
-from eagle_core.bench.report import machine_info  # noqa: E402
+from eagle_core.bench.report import machine_info, save_json  # noqa: E402
 
 
 def timed(fn, before, pre, repeats: int) -> float:
@@ -95,10 +94,7 @@ def main(argv=None) -> dict:
         res["target forward 4 rows + LM head, us"] = timed(target_step, lambda: None, lambda: None, 10)
     out = {"machine": machine_info("cpu"), "threads": args.threads, "repeats": args.repeats,
            "draft_lm_bytes": lm.numel() * lm.element_size(), "microseconds (median)": res}
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as f:
-            json.dump(out, f, indent=1)
-    return out
+    return save_json(args.json_out, out)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ run), plus the fields listed in `_stats`. Definitions:
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -42,6 +43,14 @@ def machine_info(device: str) -> dict:
     except (AttributeError, OSError):
         pass
     return info
+
+
+def save_json(path: str | None, data: dict) -> dict:
+    """Write a measurement's result to `path` (if given, indented, UTF-8) and return it."""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+    return data
 
 
 def _per_prompt_tps(samples) -> dict[int, float]:

@@ -226,6 +226,32 @@ def test_eagle_by_tau_hand_worked():
     assert eagle_by_tau([smp("vanilla", 0, 10, 1.0, 1.0)]) is None
 
 
+def test_eagle_by_vanilla_step_hand_worked():
+    """Four prompts, two groups: the two where vanilla's step was fastest (10 ms) and the two where
+    it was slowest (20 ms), each with its speedup, tau, cycle cost and drafting share worked by hand."""
+    from eagle_core.bench.report import eagle_by_vanilla_step, render_markdown
+
+    def pair(prompt, v_ms, e_wall, tau, draft_s):
+        v = {"method": "vanilla", "prompt": prompt, "repeat": 0, "new_tokens": 100, "wall_s": v_ms / 10,
+             "tau": 1.0, "cycles": 100, "verify_s": v_ms / 10, "draft_s": 0.0}
+        e = {"method": "eagle", "prompt": prompt, "repeat": 0, "new_tokens": 100, "wall_s": e_wall, "tau": tau,
+             "cycles": 50, "verify_s": e_wall - draft_s, "draft_s": draft_s}
+        return [v, e]
+
+    samples = (pair(0, 20, 1.0, 2.0, 0.1) + pair(1, 10, 0.8, 2.0, 0.1)    # vanilla 2.0 s / 1.0 s
+               + pair(2, 20, 2.5, 2.0, 0.2) + pair(3, 10, 0.5, 2.0, 0.05))
+    g = eagle_by_vanilla_step(samples, groups=2)
+    fast, slow = g
+    assert (fast["vanilla_ms_from"], fast["vanilla_ms_to"], fast["n"]) == (10, 10, 2)
+    assert fast["speedup_mean"] == pytest.approx((1.25 + 2.0) / 2)    # 1.0 / 0.8 and 1.0 / 0.5
+    assert fast["cycle_in_steps"] == pytest.approx((2 / 1.25 + 2 / 2.0) / 2)
+    assert fast["draft_share"] == pytest.approx((0.002 / 0.010 + 0.001 / 0.010) / 2)  # 0.1 s / 50 cycles, 0.05 / 50
+    assert slow["speedup_mean"] == pytest.approx((2.0 + 0.8) / 2) and slow["tau_mean"] == 2.0
+    assert eagle_by_vanilla_step(samples[:2], groups=2) is None    # one prompt cannot make two groups
+    md = render_markdown({"methods": {}, "config": {}, "eagle_by_vanilla_step": g})
+    assert "| 10.0–10.0 | 2 | 1.62× | 2.00 | 1.30 | 0.150 |" in md
+
+
 def test_kernel_table_shape():
     from eagle_core import kernels
     from eagle_core.bench.kernels import measure, render_markdown

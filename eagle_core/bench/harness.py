@@ -28,7 +28,7 @@ import torch
 from ..config import DecodeSettings, add_tree_argument, default_tree
 from .journal import Journal, Sample, sample_to_dict
 from .prompts import Prompt, load_prompts
-from .report import eagle_by_tau, machine_info, render_markdown, render_png, replace_block, summarize
+from .report import eagle_by_tau, eagle_by_vanilla_step, machine_info, render_markdown, render_png, replace_block, summarize
 from .timing import sync
 
 METHOD_NAMES = ("vanilla", "hf", "hf-pld", "eagle", "eagle3")  # eagle3: EAGLE-3 head, EAGLE-2 tree
@@ -218,6 +218,7 @@ def main(argv=None) -> dict:
     }
     result["samples"] = [sample_to_dict(s, tokens=args.save_tokens) for s in samples]
     result["eagle_by_tau"] = eagle_by_tau(result["samples"])
+    result["eagle_by_vanilla_step"] = eagle_by_vanilla_step(result["samples"])
     md = render_markdown(result)
     print(md)
     if args.md_out:

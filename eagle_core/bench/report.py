@@ -140,6 +140,21 @@ def summarize(samples, methods: list[str], greedy: bool) -> dict:
 TAU_BINS = (1.0, 1.4, 1.6, 1.8, 2.0, 2.5)
 
 
+def _eagle_vanilla_pairs(samples: list[dict]) -> list[tuple[dict, dict]]:
+    """(eagle sample, vanilla sample) of each prompt and repeat that ran both and made tokens."""
+    pairs: dict[tuple, dict] = {}
+    for d in samples:
+        if d["method"] in ("eagle", "vanilla") and d["wall_s"] > 0:
+            pairs.setdefault((d["prompt"], d["repeat"]), {})[d["method"]] = d
+    return [(p["eagle"], p["vanilla"]) for p in pairs.values()
+            if "eagle" in p and "vanilla" in p and p["eagle"]["tau"] and p["eagle"]["new_tokens"]
+            and p["vanilla"]["new_tokens"]]
+
+
+def _speedup(e: dict, v: dict) -> float:
+    return (e["new_tokens"] / e["wall_s"]) / (v["new_tokens"] / v["wall_s"])
+
+
 def eagle_by_tau(samples: list[dict]) -> dict | None:
     """How EAGLE's per-prompt speedup over vanilla follows its per-prompt tau.
 
@@ -147,15 +162,7 @@ def eagle_by_tau(samples: list[dict]) -> dict | None:
     steps (c in docs/performance.md), i.e. the tau at which EAGLE merely ties with vanilla.
     None unless both methods were run.
     """
-    pairs: dict[tuple, dict] = {}
-    for d in samples:
-        if d["method"] in ("eagle", "vanilla") and d["wall_s"] > 0:
-            pairs.setdefault((d["prompt"], d["repeat"]), {})[d["method"]] = d
-    rows = []
-    for pair in pairs.values():
-        e, v = pair.get("eagle"), pair.get("vanilla")
-        if e and v and e["tau"] and e["new_tokens"] and v["new_tokens"]:
-            rows.append((e["tau"], (e["new_tokens"] / e["wall_s"]) / (v["new_tokens"] / v["wall_s"])))
+    rows = [(e["tau"], _speedup(e, v)) for e, v in _eagle_vanilla_pairs(samples)]
     if not rows:
         return None
     bins = []
@@ -167,6 +174,40 @@ def eagle_by_tau(samples: list[dict]) -> dict | None:
                          "speedup_mean": statistics.fmean(sp), "faster_share": sum(x > 1 for x in sp) / len(sp)})
     return {"n": len(rows), "break_even_tau": statistics.median(t / s for t, s in rows),
             "faster_share": sum(s > 1 for _, s in rows) / len(rows), "bins": bins}
+
+
+def eagle_by_vanilla_step(samples: list[dict], groups: int = 4) -> list[dict] | None:
+    """EAGLE per prompt against how fast vanilla ran on that prompt (its ms per token, which moves
+    with the machine's memory speed from minute to minute on a shared host): the prompts in
+    `groups` equal groups from vanilla's fastest steps to its slowest, each with its mean speedup
+    and tau, the median cycle cost in vanilla steps (tau / speedup) and drafting's mean share of a
+    vanilla step. None without both methods or with fewer prompts than groups."""
+    rows = []
+    for e, v in _eagle_vanilla_pairs(samples):
+        step = v["verify_s"] / max(v["cycles"], 1)
+        rows.append((step * 1e3, _speedup(e, v), e["tau"], e["draft_s"] / max(e["cycles"], 1) / step))
+    if len(rows) < groups:
+        return None
+    rows.sort()
+    out = []
+    for g in range(groups):
+        part = rows[g * len(rows) // groups:(g + 1) * len(rows) // groups]
+        out.append({"vanilla_ms_from": part[0][0], "vanilla_ms_to": part[-1][0], "n": len(part),
+                    "speedup_mean": statistics.fmean(r[1] for r in part), "tau_mean": statistics.fmean(r[2] for r in part),
+                    "cycle_in_steps": statistics.median(r[2] / r[1] for r in part),
+                    "draft_share": statistics.fmean(r[3] for r in part)})
+    return out
+
+
+def _vanilla_step_markdown(groups: list[dict]) -> list[str]:
+    lines = ["", "EAGLE per prompt, by how fast vanilla ran on it (its ms per token: on a shared machine it moves "
+             "with the memory's speed, and a faster step leaves more of a cycle to drafting and the tree's rows):", "",
+             "| vanilla ms per token | prompts | speedup (mean) | τ (mean) | one cycle, in vanilla steps (median) "
+             "| drafting, share of a vanilla step |", "|---|---|---|---|---|---|"]
+    for g in groups:
+        lines.append(f"| {g['vanilla_ms_from']:.1f}–{g['vanilla_ms_to']:.1f} | {g['n']} | {g['speedup_mean']:.2f}× "
+                     f"| {g['tau_mean']:.2f} | {g['cycle_in_steps']:.2f} | {g['draft_share']:.3f} |")
+    return lines
 
 
 def _tau_markdown(bt: dict) -> list[str]:
@@ -247,6 +288,8 @@ def render_markdown(result: dict) -> str:
             lines.append("| " + " | ".join(row) + " |")
     if result.get("eagle_by_tau"):
         lines += _tau_markdown(result["eagle_by_tau"])
+    if result.get("eagle_by_vanilla_step"):
+        lines += _vanilla_step_markdown(result["eagle_by_vanilla_step"])
     return "\n".join(lines)
 
 

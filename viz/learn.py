@@ -146,8 +146,9 @@ GLOSSARY = """
 | **cycle** | one draft → verify → accept step (one target forward) |
 
 *What a cycle costs decides where EAGLE wins. Measured on this project's 2-core CPUs with the
-CPU tree (4 drafted tokens, 2 deep), a cycle costs 1.41–1.50 single-token target passes (full
-MT-bench), so EAGLE wins once τ passes about 1.5: the shipped head's τ 1.92 gives 1.34×. The
+CPU tree (3 drafted tokens, 2 deep), a cycle costs 1.20–1.39 single-token target passes (full
+MT-bench; more when the machine's memory is fast, since drafting and the extra rows are not
+memory-bound), so EAGLE wins once τ passes that: the shipped head's τ 1.87 gives 1.37–1.51×. The
 readable tree (12 tokens, 4 deep) verifies 13 tokens, which costs about 1.4–1.8 passes on the
 CPU before drafting (t(8)/t(1) = 1.38 and t(16)/t(1) = 1.84, measured), so it needs τ near 2 just
 to break even. The published GPU tree verifies 61 tokens: about 5 passes on this CPU

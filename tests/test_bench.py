@@ -264,3 +264,37 @@ def test_kernel_table_shape():
     assert "| q, o | 16x16 | 4 | 1 |" in md
     assert md.count("(1.00x)") >= 5 * len(names), "every shape's 1-row time is its own base"
     assert "10.0 GB/s" in md and kernels.cpu_model() in md
+
+def test_forward_timing_never_times_a_forward_straight_after_the_bandwidth_read(monkeypatch):
+    """kernels report: the 256 MB read leaves the caches colder than a forward does, so the forward
+    timed after it (k = 1, the bound's numerator) measured ~1 ms slow; an untimed forward now follows
+    each read, and every timed forward comes straight after another forward."""
+    from eagle_core.bench import forward_costs
+
+    events = []
+
+    class Cache:
+        def crop(self, n):
+            pass
+
+    class Target:
+        vocab_size = 10
+
+        def new_cache(self):
+            return Cache()
+
+        def forward(self, x, cache, position_ids=None):
+            events.append(("forward", x.shape[1]))
+            return x
+
+        def logits(self, f):
+            return f
+
+    monkeypatch.setattr(forward_costs.kernels, "stream_bandwidth", lambda reps=1: events.append(("read",)) or 50.0)
+    bws = []
+    t = forward_costs.time_forward(Target(), rows=(1, 2), context=4, repeats=3, bandwidth=bws)
+    assert set(t) == {1, 2} and bws == [50.0] * 3
+    after_read = [events[i + 1] for i, e in enumerate(events) if e == ("read",)]
+    assert after_read == [("forward", 1)] * 3  # the untimed one
+    forwards = [e for e in events if e[0] == "forward"]
+    assert len(forwards) == 1 + (3 + 2) * 2 + 3  # the prompt, each round's two k, one after each read

@@ -35,7 +35,6 @@ otherwise the target falls back to transformers for that call.
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 
 import torch
@@ -45,17 +44,13 @@ from torch.nn.modules import module as _torch_module
 
 from . import kernels
 from .kernels import attention
+from .kernels.build import switched_off
 from .kvcache import GrowingLayer
 
 ENV = "EAGLE_LEAN"  # "0" (or off / false / no): always the transformers path
 C_ENV = "EAGLE_C_LAYERS"  # "0": the lean forward's torch operations, not one layer.c call per layer
 ARCHS = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral"}  # model_type -> transformers class prefix
 ATTENTIONS = (attention.NAME, "sdpa", "eager")  # attention implementations whose call this module can make
-
-
-def switched_off(name: str) -> bool:
-    """Is the environment variable `name` set to 0 / off / false / no (unset: on)?"""
-    return os.environ.get(name, "1").strip().lower() in ("0", "off", "false", "no")
 
 
 def c_weight_args(norms: tuple, prods: tuple) -> list | None:

@@ -80,7 +80,7 @@ def main(argv=None) -> dict:
         def read_lm():
             lib.stream_read(lm.data_ptr(), lm.numel() * lm.element_size() // 4, args.threads)
 
-        states = {"warm": lambda: None, "after read": lambda: lib.stream_read(big.data_ptr(), big.numel(), 2),
+        states = {"warm": lambda: None, "after read": lambda: lib.stream_read(big.data_ptr(), big.numel(), args.threads),
                   "after target": target_step}
         work = {"draft LM head, 1 row": (lambda: d._logits(f1), read_lm), "drafting, 2,2,3": (drafting, None)}
         res = {}

@@ -10,8 +10,6 @@ reads the draft's weights). Run on any machine (timing is not measured):
 from __future__ import annotations
 
 import argparse
-import collections
-import json
 import os
 import sys
 
@@ -20,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from eagle_core import load_engine  # noqa: E402
+from eagle_core.bench.prompts import load_prompts  # noqa: E402
 from eagle_core.bench.report import machine_info, save_json  # noqa: E402
 from eagle_core.config import preset  # noqa: E402
 
@@ -52,12 +51,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--tree", nargs="+", default=["2,2,3", "2,2,4"])
     ap.add_argument("--json-out")
     args = ap.parse_args(argv)
-    per = collections.defaultdict(list)
-    with open(args.prompts, encoding="utf-8") as f:
-        for q in (json.loads(line) for line in f if line.strip()):
-            if len(per[q["category"]]) < args.per_category:
-                per[q["category"]].append(q["turns"][0])
-    prompts = [p for ps in per.values() for p in ps]
+    prompts = [p.text for p in load_prompts(args.prompts, per_category=args.per_category)]
     eng = load_engine()
     out = {"machine": machine_info("cpu"), "prompts": len(prompts), "runs": []}
     ids = {}

@@ -1,4 +1,4 @@
-"""smallgemm's AVX-512 prefetch distance, A against B in one process: smallgemm.c built twice with
+"""smallgemm's AVX-512 prefetch distance, A against B in one process: the kernels built twice with
 -DPREFETCH512=A and =B, then one target forward's distinct weights (30 layers' q/k/v, o, gate/up
 and down, and the LM head, random, SmolLM2-135M's shapes, ~540 MB) multiplied at 1 and 5 rows by
 each build in turn, round after round, with the memory's read bandwidth taken before each round.
@@ -11,10 +11,8 @@ bandwidth band, each build measured in the same rounds. Run on a quiet machine w
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,17 +29,8 @@ BANDS = ((0, 50), (50, 65), (65, 1e9))
 
 
 def compiled(distance: int, tmp: str):
-    path = os.path.join(tmp, f"smallgemm-{distance}.so")
-    cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, *build.CFLAGS, f"-DPREFETCH512={distance}", "-o", path,
-                    os.path.join(build.HERE, "smallgemm.c"), "-lm"], check=True, capture_output=True, timeout=120)
-    lib = ctypes.CDLL(path)
-    vp, i64 = ctypes.c_void_p, ctypes.c_int64
-    lib.pack_weight.argtypes = [vp, i64, i64, vp]
-    lib.smallgemm.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
-    lib.stream_read.argtypes = [vp, i64, ctypes.c_int]
-    lib.stream_read.restype = ctypes.c_float
-    return lib
+    """The kernels built with the AVX-512 tiles prefetching `distance` floats ahead."""
+    return build.compile_kernels(os.path.join(tmp, f"kernels-{distance}.so"), (f"PREFETCH512={distance}",))
 
 
 def packed(lib, n: int, k: int, g: torch.Generator):

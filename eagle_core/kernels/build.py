@@ -55,6 +55,40 @@ def _has_avx2_fma() -> bool:
 _LIB: list = []  # [ctypes library or None, reason]
 
 
+def switched_off(name: str) -> bool:
+    """Is the environment variable `name` set to 0 / off / false / no (unset: on)?"""
+    return os.environ.get(name, "1").strip().lower() in ("0", "off", "false", "no")
+
+
+def compile_kernels(path: str, defines: tuple[str, ...] = ()):
+    """Compile every kernel source into the shared library `path` (written under a temporary name,
+    then moved, so a reader never sees half a file), with extra -D `defines` (a measurement's
+    variant), and load it with each function's argument types declared."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, *CFLAGS, *(f"-D{d}" for d in defines), "-o", tmp, *SOURCES, "-lm"], check=True,
+                   capture_output=True, timeout=120)
+    os.replace(tmp, path)
+    return _declared(ctypes.CDLL(path))
+
+
+def _declared(lib):
+    i64, vp, f32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
+    lib.pack_weight.argtypes = [vp, i64, i64, vp]
+    lib.smallgemm.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
+    lib.pack_weight_f16.argtypes = [vp, i64, i64, vp]
+    lib.smallgemm_f16.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
+    lib.stream_read.argtypes = [vp, i64, ctypes.c_int]
+    lib.stream_read.restype = f32
+    lib.attend.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, i64, f32, ctypes.c_int, ctypes.c_int]
+    lib.decoder_layer.argtypes = [vp, i64, i64, i64, i64, i64, i64, vp, f32, vp, f32, vp, vp, vp, vp, vp, vp,
+                                  vp, vp, vp, vp, vp, vp, i64, i64, vp, f32, ctypes.c_int, vp, i64,
+                                  ctypes.c_int]
+    lib.row_stats.argtypes = [vp, i64, i64, i64, vp, vp, vp, ctypes.c_int]
+    lib.row_stats.restype = ctypes.c_int
+    return lib
+
+
 def library():
     """The compiled smallgemm kernel (ctypes), or None with the reason in `library_error()`."""
     if _LIB:
@@ -67,28 +101,11 @@ def library():
         digest = hashlib.sha256(source_bytes() + " ".join(CFLAGS).encode()).hexdigest()[:16]
         path = os.path.join(cache_dir(), f"cpu-kernels-{digest}.so")
         try:
-            if not os.path.exists(path):
+            if os.path.exists(path):
+                lib = _declared(ctypes.CDLL(path))
+            else:
                 os.makedirs(cache_dir(), exist_ok=True)
-                tmp = f"{path}.{os.getpid()}.tmp"
-                cc = os.environ.get("CC", "cc")
-                subprocess.run([cc, *CFLAGS, "-o", tmp, *SOURCES, "-lm"], check=True, capture_output=True, timeout=120)
-                os.replace(tmp, path)
-            lib = ctypes.CDLL(path)
-            i64, vp = ctypes.c_int64, ctypes.c_void_p
-            lib.pack_weight.argtypes = [vp, i64, i64, vp]
-            lib.smallgemm.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
-            lib.pack_weight_f16.argtypes = [vp, i64, i64, vp]
-            lib.smallgemm_f16.argtypes = [vp, i64, i64, vp, i64, i64, vp, vp, i64, ctypes.c_int]
-            lib.stream_read.argtypes = [vp, i64, ctypes.c_int]
-            lib.stream_read.restype = ctypes.c_float
-            lib.attend.argtypes = [vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, i64, ctypes.c_float, ctypes.c_int,
-                                   ctypes.c_int]
-            f32 = ctypes.c_float
-            lib.decoder_layer.argtypes = [vp, i64, i64, i64, i64, i64, i64, vp, f32, vp, f32, vp, vp, vp, vp, vp, vp,
-                                          vp, vp, vp, vp, vp, vp, i64, i64, vp, f32, ctypes.c_int, vp, i64,
-                                          ctypes.c_int]
-            lib.row_stats.argtypes = [vp, i64, i64, i64, vp, vp, vp, ctypes.c_int]
-            lib.row_stats.restype = ctypes.c_int
+                lib = compile_kernels(path)
         except (OSError, subprocess.SubprocessError) as e:
             err = getattr(e, "stderr", b"") or b""
             why = f"could not build the CPU kernels: {e} {err.decode(errors='replace')[:300]}".strip()

@@ -7,11 +7,9 @@ environment makes it always None (torch's max + logsumexp), to measure the two a
 """
 from __future__ import annotations
 
-import os
-
 import torch
 
-from .build import library
+from .build import library, switched_off
 
 ENV = "EAGLE_ROW_KERNEL"
 
@@ -19,9 +17,8 @@ ENV = "EAGLE_ROW_KERNEL"
 def row_stats(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """rows (n, V) float32 on the CPU -> (max (n,), argmax (n,) int64, logsumexp (n,)), or None."""
     lib = library()
-    off = os.environ.get(ENV, "1").strip().lower() in ("0", "off", "false", "no")
-    if (lib is None or off or rows.device.type != "cpu" or rows.dtype is not torch.float32 or rows.dim() != 2
-            or rows.stride(1) != 1 or rows.shape[1] == 0):
+    if (lib is None or switched_off(ENV) or rows.device.type != "cpu" or rows.dtype is not torch.float32
+            or rows.dim() != 2 or rows.stride(1) != 1 or rows.shape[1] == 0):
         return None
     n, v = rows.shape
     mx, lse = torch.empty(n), torch.empty(n)

@@ -34,7 +34,7 @@
  * one forward's 121 distinct weights, two builds alternating in one process over thousands of
  * rounds: 256 -> 1024 floats took 5 rows 11.6 -> 10.1 ms and 1 row 9.6 -> 9.3 with the memory
  * reading 65+ GB/s (14.5 -> 13.9 and 13.7 -> 13.6 below 50); 1024 -> 2048 5 rows 9.3 -> 9.0, 1 row
- * the same; 512 was slower than 1024 and 4096 no better than 2048 (scripts/measure_prefetch.py). */
+ * the same; 512 was slower than 1024 and 4096 no better than 2048 (scripts/measure_kernel_builds.py). */
 #ifndef PREFETCH512
 #define PREFETCH512 2048
 #endif

@@ -1,12 +1,20 @@
-"""smallgemm's AVX-512 prefetch distance, A against B in one process: the kernels built twice with
--DPREFETCH512=A and =B, then one target forward's distinct weights (30 layers' q/k/v, o, gate/up
-and down, and the LM head, random, SmolLM2-135M's shapes, ~540 MB) multiplied at 1 and 5 rows by
+"""Two builds of the C kernels, A against B in one process: the kernels built twice, each with its own
+-D defines (a variant of smallgemm.c), then one target forward's distinct weights (30 layers' q/k/v, o, gate/up
+and down, and the LM head, random, SmolLM2-135M's shapes, ~540 MB) multiplied at 1, 5 and 8 rows by
 each build in turn, round after round, with the memory's read bandwidth taken before each round.
 The machine's memory speed moves by minutes on a shared host, so the medians are reported per
 bandwidth band, each build measured in the same rounds. Run on a quiet machine with AVX-512
 (docs/performance.md, 2026-12-05):
 
-    python scripts/measure_prefetch.py --distances 256,2048 --minutes 8 --json-out docs/data/bench/prefetch_zen5.json
+    # the AVX-512 tiles' prefetch distance, 256 against 2048 floats ahead
+    python scripts/measure_kernel_builds.py --builds PREFETCH512=256 PREFETCH512=2048 --minutes 8 \
+        --json-out docs/data/bench/prefetch_zen5.json
+    # the AVX-512 tiles taking one pair of panels at a time against up to four (a variant not kept:
+    # git apply docs/data/bench/cols_zen5.patch first)
+    python scripts/measure_kernel_builds.py --builds COLS_MAX=1 COLS_MAX=4 --minutes 8 \
+        --json-out docs/data/bench/cols_zen5.json
+
+A build is a space-free list of defines joined by "+" ("COLS_MAX=1+PREFETCH512=256").
 """
 from __future__ import annotations
 
@@ -26,11 +34,12 @@ from eagle_core.kernels import build  # noqa: E402
 
 SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)] * 30 + [(49152, 576)]
 BANDS = ((0, 50), (50, 65), (65, 1e9))
+ROWS = (1, 5, 8)
 
 
-def compiled(distance: int, tmp: str):
-    """The kernels built with the AVX-512 tiles prefetching `distance` floats ahead."""
-    return build.compile_kernels(os.path.join(tmp, f"kernels-{distance}.so"), (f"PREFETCH512={distance}",))
+def compiled(defines: str, tmp: str, i: int):
+    """The kernels built with the defines "NAME=VALUE+NAME=VALUE"."""
+    return build.compile_kernels(os.path.join(tmp, f"kernels-{i}.so"), tuple(defines.split("+")))
 
 
 def packed(lib, n: int, k: int, g: torch.Generator):
@@ -44,32 +53,34 @@ def packed(lib, n: int, k: int, g: torch.Generator):
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--distances", default="256,2048", help="A,B: floats ahead of the loads")
+    ap.add_argument("--builds", nargs=2, required=True, metavar=("A", "B"), help="each: defines joined by +")
     ap.add_argument("--minutes", type=float, default=8.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json-out")
     args = ap.parse_args(argv)
     if not torch.backends.cpu.get_cpu_capability() == "AVX512":
         sys.exit("these tiles run only on a CPU with AVX-512")
-    names = args.distances.split(",")
+    names = args.builds
     with tempfile.TemporaryDirectory() as tmp:
-        libs = {d: compiled(int(d), tmp) for d in names}
+        libs = {d: compiled(d, tmp, i) for i, d in enumerate(names)}
         g = torch.Generator().manual_seed(0)
         weights = [packed(libs[names[0]], n, k, g) for n, k in SHAPES]  # the same packing in both builds
         big = torch.randn((256 << 20) // 4)
-        rounds, end = [], time.time() + args.minutes * 60
+        rounds, end, same_bits = [], time.time() + args.minutes * 60, True
         while time.time() < end:
             t0 = time.perf_counter()
             libs[names[0]].stream_read(big.data_ptr(), big.numel(), args.threads)
             rec = {"gbs": big.numel() * 4 / (time.perf_counter() - t0) / 1e9}
             order = names if len(rounds) % 2 == 0 else names[::-1]
-            for rows in (1, 5):
-                x, y = torch.randn(rows, 1536), torch.empty(rows, 49152)
+            for rows in ROWS:
+                x, y, last = torch.randn(rows, 1536), torch.empty(rows, 49152), None
                 for d in order:
                     t0 = time.perf_counter()
                     for p, n, k in weights:
                         libs[d].smallgemm(x.data_ptr(), rows, k, p.data_ptr(), n, k, None, y.data_ptr(), n, args.threads)
-                    rec[f"{d} floats, {rows} rows"] = (time.perf_counter() - t0) * 1e3
+                    rec[f"{d}, {rows} rows"] = (time.perf_counter() - t0) * 1e3
+                    same_bits &= last is None or torch.equal(last, y)  # the LM head's output, both builds
+                    last = y.clone()
             rounds.append(rec)
     bands = []
     for lo, hi in BANDS:
@@ -78,8 +89,9 @@ def main(argv=None) -> dict:
             med = {key: round(statistics.median(r[key] for r in part), 2) for key in part[0] if key != "gbs"}
             bands.append({"GB/s from": lo, "GB/s to": None if hi == 1e9 else hi, "rounds": len(part), "ms (median)": med})
             print(f"{lo}-{'' if hi == 1e9 else hi} GB/s, {len(part)} rounds:", med)
-    return save_json(args.json_out, {"machine": machine_info("cpu"), "threads": args.threads, "distances": names,
-                                     "weights": len(SHAPES), "bands": bands})
+    print("the builds' outputs are", "the same bits" if same_bits else "DIFFERENT")
+    return save_json(args.json_out, {"machine": machine_info("cpu"), "threads": args.threads, "builds": names,
+                                     "weights": len(SHAPES), "same bits": same_bits, "bands": bands})
 
 
 if __name__ == "__main__":

@@ -92,7 +92,11 @@ long = dict(GOOD, max_new=400)
 box = []
 t = threading.Thread(target=lambda: box.extend(av.named(o) for o in cb.generate(
     "Write a long story about the sea.", *long.values(), False, av.new_state(), cb.arm(req), request=req)))
-t.start(); time.sleep(4); cb.stop(req); t.join(120)
+t.start()
+deadline = time.time() + 60  # Stop once the decode runs inside spaces.GPU (a fixed sleep let a fast CPU finish first)
+while not spaces.INSIDE[0] and t.is_alive() and time.time() < deadline:
+    time.sleep(0.005)
+cb.stop(req); t.join(120)
 stopped = box[-1]["state"]["eagle"]
 print("RESULT " + json.dumps(dict(
     zero=zerogpu.ZERO, loaded=loaded, warm=warm, calls=spaces.CALLS, seen=seen,

@@ -3,7 +3,7 @@
     linear     the linear-layer backends (smallgemm, onednn, openblas, mkl), their calibration
                and `install(model)`, which routes a model's nn.Linear layers through them
     attention  the tree-attention kernel of the lean decoder
-    build      compiling smallgemm.c and attention.c once per machine
+    build      compiling the C kernels (smallgemm.c, attention.c, ...) once per machine
 
 Set EAGLE_KERNELS=mkl|onednn|openblas|smallgemm to force one backend, or "stock" to install none.
 """

@@ -52,8 +52,25 @@ static inline __m256 dot8(const float *q, const float *k, int64_t ldk, int64_t d
 /* q: [H][n][d]; k, v: [G][L][d] with kv heads ldh floats apart (rows d apart); mask: [n][L] additive
  * or NULL; out: [n][H][d]. causal: row i sees keys 0 .. L - n + i (used when mask is NULL).
  * Returns 0, or -1 if out of memory. */
+int attend512(const float *q, const float *k, const float *v, const float *mask, float *out, int64_t H,
+              int64_t G, int64_t n, int64_t L, int64_t d, int64_t ldh, float scale, int causal, int nthreads);
+static int wide_wanted = 1;
+/* 0: every call takes the AVX2 path below (tests compare the two paths' bits); 1: the AVX-512 path
+ * where the CPU has it and d is 64 or 128. Returns the previous setting. */
+int attention_wide(int on) {
+    int was = wide_wanted;
+    wide_wanted = on;
+    return was;
+}
+static int wide(int64_t d) {
+    static int has = -1;
+    if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return has && wide_wanted && (d == 64 || d == 128);
+}
+
 int attend(const float *q, const float *k, const float *v, const float *mask, float *out, int64_t H, int64_t G,
            int64_t n, int64_t L, int64_t d, int64_t ldh, float scale, int causal, int nthreads) {
+    if (wide(d)) return attend512(q, k, v, mask, out, H, G, n, L, d, ldh, scale, causal, nthreads);
     int failed = 0;
     int64_t rep = H / G;
     #pragma omp parallel num_threads(nthreads) if (nthreads > 1 && H * n > 1)

@@ -22,17 +22,6 @@
 
 #define MASKED (-1e30f) /* additive mask values at or below this are "not visible" */
 
-static inline float dot(const float *a, const float *b, int64_t d) {
-    __m256 acc = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 8 <= d; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
-    float lane[8];
-    _mm256_storeu_ps(lane, acc);
-    float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-    for (; j < d; j++) s += a[j] * b[j];
-    return s;
-}
-
 /* Scores of one query against 8 consecutive keys (rows ldk apart) for d % 8 == 0: per key the same
  * 8-lane FMA sequence as dot(), then the 8 lane vectors reduced together by a tree of horizontal adds
  * whose pairing per key is dot()'s ((0+1)+(2+3)) + ((4+5)+(6+7)), so each score has the same bits. */

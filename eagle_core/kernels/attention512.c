@@ -10,7 +10,7 @@
  * _mm512_max_ps(s, mx) keeps mx when s is NaN, as the scalar `s > mx` does); exp16 is exp8's
  * operations on 16 lanes. The weighted sum of values keeps d/16 accumulators of 16 values per
  * query; a key invisible to one query of the pair (weight 0) is skipped for that query only, as the
- * AVX2 path skips it. So the two paths agree bit for bit (tests/test_kernels.py), and the choice
+ * AVX2 path skips it. So the two paths agree bit for bit (tests/test_attention_kernel.py), and the choice
  * between them depends on the CPU alone: rows stay invariant to how many rows share a call.
  */
 #include <immintrin.h>
@@ -36,7 +36,7 @@ INLINE A512 __m512 hadd(__m512 x, __m512 y) {
 
 /* Scores of the pair qp (interleaved: chunk c of a in lanes 0-7, of b in 8-15, at qp + 16 c / 8)
  * against keys k[0..7] (rows d apart): a's into sa[0..7], b's into sb[0..7], each score the bits of
- * attention.c's dot(). */
+ * vecmath.h's dot(). */
 INLINE A512 void scores8(const float *qp, const float *k, int64_t d, float *sa, float *sb) {
     __m512 p[8];
     for (int j = 0; j < 8; j++) p[j] = _mm512_setzero_ps();
@@ -52,17 +52,6 @@ INLINE A512 void scores8(const float *qp, const float *k, int64_t d, float *sa, 
     __m512 ordered = _mm512_shuffle_f32x4(sum, sum, _MM_SHUFFLE(3, 1, 2, 0)); /* a keys 0-7, b keys 0-7 */
     _mm256_storeu_ps(sa, _mm512_castps512_ps256(ordered));
     _mm256_storeu_pd((double *)sb, _mm512_extractf64x4_pd(_mm512_castps_pd(ordered), 1));
-}
-
-static inline float dot(const float *a, const float *b, int64_t d) { /* attention.c's dot() */
-    __m256 acc = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 8 <= d; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
-    float lane[8];
-    _mm256_storeu_ps(lane, acc);
-    float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-    for (; j < d; j++) s += a[j] * b[j];
-    return s;
 }
 
 /* exp8 (vecmath.h) on 16 lanes: the same operations, so the same bits per value */

@@ -1,4 +1,4 @@
-/* Vector maths shared by the CPU kernels (attention.c, layer.c). */
+/* Vector maths shared by the CPU kernels (attention.c, attention512.c, layer.c). */
 #ifndef EAGLE_VECMATH_H
 #define EAGLE_VECMATH_H
 #include <immintrin.h>
@@ -33,6 +33,19 @@ static inline void exp8_tail(const float *x, int64_t n, float *out) {
     for (int64_t i = 0; i < n; i++) buf[i] = x[i];
     _mm256_storeu_ps(buf, exp8(_mm256_loadu_ps(buf)));
     for (int64_t i = 0; i < n; i++) out[i] = buf[i];
+}
+
+/* a . b over d floats: 8 fma lanes, then the lanes summed ((0+1)+(2+3)) + ((4+5)+(6+7)), then the
+ * tail. The attention kernels' vector paths reproduce exactly this order, so every path gives the same bits. */
+static inline float dot(const float *a, const float *b, int64_t d) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= d; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+    float lane[8];
+    _mm256_storeu_ps(lane, acc);
+    float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (; j < d; j++) s += a[j] * b[j];
+    return s;
 }
 
 #endif

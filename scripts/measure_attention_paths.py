@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -19,12 +18,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from eagle_core.bench.report import machine_info, save_json  # noqa: E402
+from eagle_core.bench.report import bandwidth_bands, machine_info, save_json  # noqa: E402
 from eagle_core.kernels import build  # noqa: E402
 from eagle_core.target import load_target  # noqa: E402
 
 ROWS = (1, 5, 8)
-BANDS = ((0, 50), (50, 65), (65, 1e9))
 PATHS = {"avx2": 0, "avx512": 1}
 
 
@@ -61,22 +59,14 @@ def main(argv=None) -> dict:
                     rec[f"{path}, {k} rows"] = (time.perf_counter() - t0) * 1e3
                     cache.crop(-k)
                 same_bits &= torch.equal(outs[0], outs[1])
-            if len(rounds) >= 2 or time.time() >= end:  # the first two rounds warm up
-                rounds.append(rec)
-            else:
-                rounds.append(None)
+            rounds.append(rec)
     lib.attention_wide(1)
-    rounds = [r for r in rounds if r is not None]
-    bands = []
-    for lo, hi in BANDS:
-        part = [r for r in rounds if lo <= r["gbs"] < hi]
-        if not part:
-            continue
-        med = {key: round(statistics.median(r[key] for r in part), 2) for key in part[0] if key != "gbs"}
-        ratios = {p: {k: round(med[f"{p}, {k} rows"] / med[f"{p}, 1 rows"], 3) for k in ROWS[1:]} for p in PATHS}
-        bands.append({"GB/s from": lo, "GB/s to": None if hi == 1e9 else hi, "rounds": len(part), "ms (median)": med,
-                      "t(k)/t(1)": ratios})
-        print(f"{lo}-{'' if hi == 1e9 else hi} GB/s, {len(part)} rounds:", med, "t(k)/t(1):", ratios)
+    rounds = rounds[2:] or rounds[-1:]  # the first two rounds warm up
+    bands = bandwidth_bands(rounds)
+    for band in bands:
+        med = band["ms (median)"]
+        band["t(k)/t(1)"] = {p: {k: round(med[f"{p}, {k} rows"] / med[f"{p}, 1 rows"], 3) for k in ROWS[1:]} for p in PATHS}
+        print(f"  t(k)/t(1) from {band['GB/s from']} GB/s:", band["t(k)/t(1)"])
     print("the two paths' logits are", "the same bits" if same_bits else "DIFFERENT")
     return save_json(args.json_out, {"machine": machine_info("cpu"), "threads": args.threads,
                                      "context": args.context, "same bits": same_bits, "bands": bands})

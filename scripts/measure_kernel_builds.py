@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -29,11 +28,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from eagle_core.bench.report import machine_info, save_json  # noqa: E402
+from eagle_core.bench.report import bandwidth_bands, machine_info, save_json  # noqa: E402
 from eagle_core.kernels import build  # noqa: E402
 
 SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)] * 30 + [(49152, 576)]
-BANDS = ((0, 50), (50, 65), (65, 1e9))
 ROWS = (1, 5, 8)
 
 
@@ -82,13 +80,7 @@ def main(argv=None) -> dict:
                     same_bits &= last is None or torch.equal(last, y)  # the LM head's output, both builds
                     last = y.clone()
             rounds.append(rec)
-    bands = []
-    for lo, hi in BANDS:
-        part = [r for r in rounds if lo <= r["gbs"] < hi]
-        if part:
-            med = {key: round(statistics.median(r[key] for r in part), 2) for key in part[0] if key != "gbs"}
-            bands.append({"GB/s from": lo, "GB/s to": None if hi == 1e9 else hi, "rounds": len(part), "ms (median)": med})
-            print(f"{lo}-{'' if hi == 1e9 else hi} GB/s, {len(part)} rounds:", med)
+    bands = bandwidth_bands(rounds)
     print("the builds' outputs are", "the same bits" if same_bits else "DIFFERENT")
     return save_json(args.json_out, {"machine": machine_info("cpu"), "threads": args.threads, "builds": names,
                                      "weights": len(SHAPES), "same bits": same_bits, "bands": bands})

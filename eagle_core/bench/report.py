@@ -53,6 +53,22 @@ def save_json(path: str | None, data: dict) -> dict:
     return data
 
 
+BANDS = ((0, 50), (50, 65), (65, 1e9))  # GB/s: a shared host's memory speed moves by minutes
+
+
+def bandwidth_bands(rounds: list[dict]) -> list[dict]:
+    """Rounds of an A/B measurement ({"gbs": the memory's read bandwidth before the round, then ms per
+    key}) -> per band of BANDS that has rounds, the median ms of every key; printed as it goes."""
+    bands = []
+    for lo, hi in BANDS:
+        part = [r for r in rounds if lo <= r["gbs"] < hi]
+        if part:
+            med = {key: round(statistics.median(r[key] for r in part), 2) for key in part[0] if key != "gbs"}
+            bands.append({"GB/s from": lo, "GB/s to": None if hi == 1e9 else hi, "rounds": len(part), "ms (median)": med})
+            print(f"{lo}-{'' if hi == 1e9 else hi} GB/s, {len(part)} rounds:", med)
+    return bands
+
+
 def _per_prompt_tps(samples) -> dict[int, float]:
     """prompt index -> tokens/s over that prompt's repeats."""
     tok, wall = {}, {}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from .clock import clock
+from .kernels.compact import move_rows
 from .kernels.rows import row_stats
 from .config import DecodeSettings
 from .draft import Drafter
@@ -33,11 +34,12 @@ HEAD_SCRATCH = 1024  # head-cache room for one cycle's tree nodes beyond the com
 
 @torch.inference_mode()
 def compact_cache(cache, context_len: int, keep: list[int]) -> None:
-    """Keep tree entries `keep` (offsets from context_len, ascending) and drop the rest."""
-    idx = torch.tensor(keep, dtype=torch.long)
-    contiguous = keep == list(range(len(keep)))
+    """Keep tree entries `keep` (offsets from context_len, ascending) and drop the rest. On a CPU
+    the moves are one C call for every layer (kernels/compact.c), else torch's per layer."""
+    moved = keep == list(range(len(keep))) or move_rows(cache.layers, context_len, keep)
+    idx = None if moved else torch.tensor(keep, dtype=torch.long)
     for layer in cache.layers:
-        if not contiguous:
+        if not moved:
             i = idx.to(layer.keys.device) + context_len
             layer.keys[..., context_len:context_len + len(keep), :] = layer.keys.index_select(-2, i)
             layer.values[..., context_len:context_len + len(keep), :] = layer.values.index_select(-2, i)

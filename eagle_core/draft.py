@@ -25,6 +25,7 @@ import math
 import torch
 
 from . import kernels, lean_head
+from .kernels.rows import row_topk
 from .config import DecodeSettings
 from .head import EagleHead, HeadCache
 from .tree import DraftTree, select_closed_top, static_tree_layout
@@ -123,6 +124,19 @@ class Drafter:
     def _ids(self, idx: torch.Tensor) -> torch.Tensor:
         return self.vocab_map[idx] if self.vocab_map is not None else idx
 
+    def _top(self, feats: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[int]]]:
+        """(m, H) predicted features -> each row's k best draft tokens: their log q (descending)
+        and target ids, as host lists (one transfer). On a CPU one row kernel call (rows.c's
+        row_topk, where torch made three calls over the whole draft vocabulary a row)."""
+        logits = self._logits(feats)
+        k = min(k, logits.shape[-1])
+        top = row_topk(logits, k)
+        if top is not None:
+            return top[0].tolist(), self._ids(top[1]).tolist()
+        v, i = torch.log_softmax(logits, -1).topk(k, dim=-1)
+        v, i = torch.stack([v.double(), self._ids(i).double()]).tolist()  # one transfer from a device
+        return v, [[int(t) for t in row] for row in i]
+
     def _run(self, tokens: torch.Tensor, feats: torch.Tensor, positions: torch.Tensor, cache: HeadCache, mask=None):
         """tokens (n,), feats (n, H), positions (n,) -> predicted features (n, H)."""
         emb = self.embed(tokens.to(self.lm_weight.device))
@@ -185,22 +199,16 @@ class Drafter:
         each, for `depth` levels; then keep the best `total` nodes (s.tree_top_k, s.total_tokens)."""
         width, total = s.tree_top_k, s.total_tokens
         feats_of: dict[int, torch.Tensor] = {0: root_feat}  # predicted feature AT each node
-        logq = torch.log_softmax(self._logits(root_feat[None]), -1)[0]
-        top_v, top_i = logq.topk(min(width, logq.shape[-1]))
-        vs, ts = torch.stack([top_v.double(), self._ids(top_i).double()]).tolist()  # one host transfer
-        frontier = [tree.add(int(t), 0, math.exp(v), v) for v, t in zip(vs, ts)]
+        (vs,), (ts,) = self._top(root_feat[None], width)
+        frontier = [tree.add(t, 0, math.exp(v), v) for v, t in zip(vs, ts)]
         for d in range(1, depth):
             pf = torch.stack([feats_of[tree.parents[i]] for i in frontier])
             out = self._expand(cache, tree, frontier, pf, root_pos + d - 1)
             for j, node in enumerate(frontier):
                 feats_of[node] = out[j]
-            logq = torch.log_softmax(self._logits(out), -1)  # (m, N)
-            top_v, top_i = logq.topk(min(width, logq.shape[-1]), dim=-1)  # (m, width)
-            # one host transfer per depth, not one per element
-            cum = torch.tensor([tree.scores[i] for i in frontier], device=top_v.device)[:, None] + top_v
-            cum, qs, ids = torch.stack([cum.double(), top_v.exp().double(), self._ids(top_i).double()]).tolist()
-            new = [tree.add(int(ids[j][r]), node, qs[j][r], cum[j][r])
-                   for j, node in enumerate(frontier) for r in range(len(ids[j]))]
+            vs, ts = self._top(out, width)  # (m, width) each; scores: a node's log q plus its parent's
+            new = [tree.add(t, node, math.exp(v), tree.scores[node] + v)
+                   for node, row_v, row_t in zip(frontier, vs, ts) for v, t in zip(row_v, row_t)]
             # the next frontier: the best `width` of this depth's new nodes by cumulative score
             best = sorted(range(len(new)), key=lambda b: -tree.scores[new[b]])[:width]
             frontier = sorted(new[b] for b in best)

@@ -127,6 +127,7 @@ class LeanHead:
         self.eagle3 = isinstance(head, Eagle3Head)
         self.installed = kernels.Installed([], {}, "smallgemm")  # what lean._fused reads: the policy
         self._sources = [t for p in _products(head) for t in (p.weight, p.bias) if t is not None]
+        self._modules = tuple(head.modules())  # whose hooks a call checks (walking the tree each call: ~10 us)
         self._packed, self._seen = self._pack(), self._fingerprint()
         self._rope = None  # (cos, sin) tables by position, grown on demand (rope_rows)
         self.c_layers = not switched_off(C_ENV)
@@ -179,7 +180,7 @@ class LeanHead:
     def applies(self, x: torch.Tensor) -> bool:
         return (x.device.type == "cpu" and x.dtype is torch.float32 and not self.head.training
                 and not torch.is_grad_enabled()
-                and not any(_has_hooks(m) for m in self.head.modules()))
+                and not any(_has_hooks(m) for m in self._modules))
 
     def __call__(self, emb, feats, positions, cache, mask=None) -> torch.Tensor:
         """emb (n, H) token embeddings; feats (n, H) features (EAGLE-3: fused or its own output);

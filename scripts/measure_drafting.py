@@ -16,6 +16,8 @@ Variants (--variants, default lean,modules,modules-sdpa):
                 by smallgemm (half the bytes; the draft's numbers move by float16 rounding); the
                 engine's default for a reduced draft vocabulary since 2026-12-04
   f32-lm-head   the draft LM head's rows as the target's float32 values (the default before)
+  torch-rows    the lean pass, with the drafter's top-k, the walk's row statistics and the cache's
+                compaction through torch (EAGLE_ROW_KERNEL=0 EAGLE_COMPACT_KERNEL=0), as before 2026-12-06
 """
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ import torch  # noqa: E402
 from eagle_core import DecodeSettings, load_engine  # noqa: E402
 from eagle_core.bench.report import machine_info  # noqa: E402
 from eagle_core.kernels import attention, linear_of  # noqa: E402
+from eagle_core.kernels.compact import ENV as COMPACT_ENV  # noqa: E402
+from eagle_core.kernels.rows import ENV as ROW_ENV  # noqa: E402
 
 PROMPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "eval",
                        "mt_bench_question.jsonl")
@@ -53,7 +57,10 @@ def variant(d, name: str):
     """Run the drafter `d` the way `name` says (see the module docstring), then restore it."""
     lean, lm, serves = d.lean, (d.lm_weight, d.lm), attention.serves_cache
     c_layers = lean.c_layers if lean is not None else None
+    env = {k: os.environ.get(k) for k in (ROW_ENV, COMPACT_ENV)}
     try:
+        if name == "torch-rows":
+            os.environ[ROW_ENV] = os.environ[COMPACT_ENV] = "0"
         if name == "lean-torch-ops" and lean is not None:
             lean.c_layers = False
         if name in ("modules", "modules-sdpa"):
@@ -69,11 +76,16 @@ def variant(d, name: str):
         elif name == "f32-lm-head" and d.vocab_map is not None:
             w32 = d.target.lm_head.weight[d.vocab_map].detach().clone()
             d.lm_weight, d.lm = w32, linear_of(w32, "smallgemm")
-        elif name not in ("lean", "lean-torch-ops", "modules", "modules-sdpa"):
+        elif name not in ("lean", "lean-torch-ops", "modules", "modules-sdpa", "torch-rows"):
             raise SystemExit(f"unknown variant {name!r}")
         yield
     finally:
         d.lean, (d.lm_weight, d.lm), attention.serves_cache = lean, lm, serves
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         if lean is not None:
             lean.c_layers = c_layers
 

@@ -52,7 +52,8 @@ static int row_max(const float *x, int64_t V, float *max_out, int64_t *arg_out) 
     return bad;
 }
 
-static float row_lse(const float *x, int64_t V, float m) {
+/* log(sum_i exp(x_i - m)) over the row */
+static float row_logsum(const float *x, int64_t V, float m) {
     __m256 mm = _mm256_set1_ps(m);
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -73,7 +74,7 @@ static float row_lse(const float *x, int64_t V, float m) {
         exp8_tail(d, n, e);
         for (int64_t j = 0; j < n; j++) sum += e[j];
     }
-    return m + logf(sum);
+    return logf(sum);
 }
 
 /* x: rows x V floats, row r at x + r * ld. Writes max_out[r], arg_out[r] and lse_out[r]; returns how
@@ -84,8 +85,63 @@ int row_stats(const float *x, int64_t rows, int64_t V, int64_t ld, float *max_ou
     #pragma omp parallel for schedule(static) num_threads(nthreads) if (nthreads > 1 && rows > 1) reduction(+:bad_rows)
     for (int64_t r = 0; r < rows; r++) {
         int bad = row_max(x + r * ld, V, max_out + r, arg_out + r);
-        lse_out[r] = bad ? NAN : row_lse(x + r * ld, V, max_out[r]);
+        lse_out[r] = bad ? NAN : max_out[r] + row_logsum(x + r * ld, V, max_out[r]);
         bad_rows += !isfinite(lse_out[r]);
+    }
+    return bad_rows;
+}
+
+/* Insert value v at index i into the descending list (val, idx) of `have` <= k entries, after any
+ * equal values (so on ties the smaller index, seen first, stays first); returns the new count. */
+static int top_insert(float *val, int64_t *idx, int have, int k, float v, int64_t i) {
+    int j = have < k ? have : k - 1;  /* the slot that opens (the last one is dropped when full) */
+    while (j > 0 && val[j - 1] < v) { val[j] = val[j - 1]; idx[j] = idx[j - 1]; j--; }
+    val[j] = v; idx[j] = i;
+    return have < k ? have + 1 : k;
+}
+
+/* The k largest values of each row as log-softmax values, (x - max) - log(sum exp(x - max)) (the
+ * order of torch.log_softmax's operations, with exp8's sum), and their indices: descending, on ties
+ * the smaller index first. For the drafter, which needs only its top k per row: torch made three
+ * calls (log_softmax over the whole row, topk, exp). One pass keeps the k best, comparing a vector
+ * of 8 with the current k-th value and looking at single values only where one is larger; a
+ * second pass sums the exponentials. Returns how many rows hold a NaN, fewer than k finite values
+ * or a sum that is not finite (the caller then uses torch). k <= 64. */
+int row_topk(const float *x, int64_t rows, int64_t V, int64_t ld, int k, float *val_out, int64_t *idx_out) {
+    int bad_rows = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = x + r * ld;
+        float *val = val_out + r * k;
+        int64_t *idx = idx_out + r * k;
+        int have = 0;
+        float thr = -INFINITY;  /* a value enters if larger than this: the k-th once there are k */
+        __m256 vthr = _mm256_set1_ps(thr), nan = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 8 <= V; i += 8) {
+            __m256 v = _mm256_loadu_ps(row + i);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            int hit = _mm256_movemask_ps(_mm256_cmp_ps(v, vthr, _CMP_GT_OQ));
+            if (!hit) continue;
+            for (int j = 0; j < 8; j++) {
+                if (row[i + j] > thr) {
+                    have = top_insert(val, idx, have, k, row[i + j], i + j);
+                    if (have == k) thr = val[k - 1];
+                }
+            }
+            vthr = _mm256_set1_ps(thr);
+        }
+        int bad = _mm256_movemask_ps(nan) != 0;
+        for (; i < V; i++) {
+            bad |= isnan(row[i]);
+            if (row[i] > thr) {
+                have = top_insert(val, idx, have, k, row[i], i);
+                if (have == k) thr = val[k - 1];
+            }
+        }
+        if (bad || have < k) { bad_rows++; continue; }
+        float m = val[0], ls = row_logsum(row, V, m);
+        if (!isfinite(ls)) { bad_rows++; continue; }
+        for (int j = 0; j < k; j++) val[j] = (val[j] - m) - ls;
     }
     return bad_rows;
 }

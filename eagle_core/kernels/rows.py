@@ -1,9 +1,12 @@
-"""Per-row statistics of the target's logits for the acceptance walk (rows.c): max, argmax, log-sum-exp.
+"""Per-row statistics of logits in one C call each (rows.c).
 
-One call where torch makes two (`max`, then `logsumexp`); see rows.c for what it computes and why.
-`row_stats` returns None where it cannot serve (another device or dtype, no compiled kernels, a row
-with NaN or only -inf), and the caller computes the same with torch. EAGLE_ROW_KERNEL=0 in the
-environment makes it always None (torch's max + logsumexp), to measure the two against each other.
+`row_stats`: max, argmax and log-sum-exp of the target's logits for the acceptance walk, where torch
+makes two calls (`max`, then `logsumexp`). `row_topk`: the drafter's k best tokens of each row as
+log-softmax values, where torch makes three (log_softmax over the row, topk, then exp on the host
+side). See rows.c for what they compute and why. Each returns None where it cannot serve (another
+device or dtype, no compiled kernels, a row with NaN or too few finite values), and the caller
+computes the same with torch. EAGLE_ROW_KERNEL=0 in the environment makes both always None, to
+measure the two against each other.
 """
 from __future__ import annotations
 
@@ -28,3 +31,18 @@ def row_stats(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     if bad:  # a row with NaN or no finite value: torch decides what those mean
         return None
     return mx, arg, lse
+
+
+def row_topk(rows: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """rows (n, V) float32 on the CPU -> (log-softmax values (n, k) descending, their indices (n, k)
+    int64; on ties the smaller index first), or None. The values equal torch.log_softmax's up to
+    float32 rounding (the sum of exponentials is taken in another order)."""
+    lib = library()
+    if (lib is None or switched_off(ENV) or rows.device.type != "cpu" or rows.dtype is not torch.float32
+            or rows.dim() != 2 or rows.stride(1) != 1 or not 0 < k <= min(64, rows.shape[1])):
+        return None
+    n, v = rows.shape
+    val, idx = torch.empty(n, k), torch.empty(n, k, dtype=torch.int64)
+    if lib.row_topk(rows.data_ptr(), n, v, rows.stride(0), k, val.data_ptr(), idx.data_ptr()):
+        return None
+    return val, idx

@@ -61,7 +61,9 @@ class TreeBuilder:
 
 
 class Drafter:
-    ROUND_DRAFT_ROWS = True  # the target's LM-head rows of a reduced draft vocabulary, read as float16 (below)
+    # How the target's LM-head rows of a reduced draft vocabulary are stored for the draft's products
+    # on a CPU (below): "int8" (one scale per row), "float16" or "float32" (the target's values)
+    DRAFT_ROWS = "int8"
 
     def __init__(self, head, target, draft_vocab: list[int] | None = None):
         self._check_fits(head, target)
@@ -73,16 +75,19 @@ class Drafter:
         backend = target.linear_backend(tuple(self.lm_weight.shape))
         own = (backend is not None and kernels.library() is not None and self.lm_weight.dtype is torch.float32
                and self.lm_weight.device.type == "cpu" and target.kernels.policy in ("auto", "smallgemm"))
-        if own and self.ROUND_DRAFT_ROWS and self.vocab_map is not None:
-            # A reduced draft vocabulary's rows are a copy: rounded to float16 values they are read as
-            # float16 by smallgemm, half the bytes of a product that streams them twice a cycle. One
-            # interleaved run on a Zen 5 (family 26, model 2), EAGLE-2 on the 2,2,4 tree, 8 prompts:
-            # drafting 1.58 ms a cycle against 1.73 (float32 rows, smallgemm) and 1.86 (float32 rows,
-            # oneDNN, which the per-shape calibration had picked); tau 1.924 against 1.928
-            # (docs/performance.md). The draft's q moves by float16 rounding; verification, and so
-            # the output, never reads these rows.
+        rows = self.DRAFT_ROWS if own and self.vocab_map is not None else "float32"
+        if rows == "int8" and kernels.SmallGemm8.serves(self.lm_weight):
+            # A reduced draft vocabulary's rows are a copy, read twice a cycle from memory (a
+            # verification has just streamed the target's weights through the caches). As int8 with a
+            # scale per row (kernels/gemv8.c) they are a quarter of float32's bytes; docs/performance.md
+            # has the drafting time and tau of int8, float16 and float32 rows. The draft's q moves by
+            # the rounding; verification, and so the output, never reads these rows.
+            self.lm_weight, backend = kernels.SmallGemm8.rounded(self.lm_weight), kernels.SmallGemm8.name
+        elif rows in ("int8", "float16"):
+            # float16 values, read as float16 by smallgemm: half the bytes of float32. Zen 5 (family
+            # 26, model 2), 2,2,4, 8 prompts: drafting 1.58 ms a cycle against 1.73 (float32 rows)
             self.lm_weight = self.lm_weight.half().float()
-        if own and kernels.SmallGemm16.exact(self.lm_weight):
+        if own and backend != kernels.SmallGemm8.name and kernels.SmallGemm16.exact(self.lm_weight):
             backend = "smallgemm16"  # float16 values (an EAGLE-3 head's own LM head): half the bytes, same bits
         self.lm = kernels.linear_of(self.lm_weight, backend)
         if getattr(target, "kernels", None) is not None and target.kernels.swaps:

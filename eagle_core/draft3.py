@@ -21,7 +21,9 @@ from .head3 import Eagle3Head, check_fits
 
 
 class Eagle3Drafter(Drafter):
-    ROUND_DRAFT_ROWS = False  # its LM head is its own trained weights: kept as they are
+    # Its LM head is its own trained weights (float16 values): as int8 rows like EAGLE-2's target rows
+    # on a CPU (Drafter.__init__), or "float32" to keep them as they are (read from float16 storage)
+    DRAFT_ROWS = "int8"
 
     def __init__(self, head: Eagle3Head, target):
         self.target_layers = check_fits(head.config, target)  # raises ValueError naming both sizes

@@ -14,7 +14,8 @@ Variants (--variants, default lean,modules,modules-sdpa):
   bf16-lm-head  the lean pass with a bfloat16 draft LM head through oneDNN (an experiment)
   f16-lm-head   the lean pass with the draft LM head's rows rounded to float16, read as float16
                 by smallgemm (half the bytes; the draft's numbers move by float16 rounding); the
-                engine's default for a reduced draft vocabulary since 2026-12-04
+                engine's default for a reduced draft vocabulary from 2026-12-04 to 2026-12-06, when
+                int8 rows (kernels/gemv8.c) replaced it
   f32-lm-head   the draft LM head's rows as the target's float32 values (the default before)
   torch-rows    the lean pass, with the drafter's top-k, the walk's row statistics and the cache's
                 compaction through torch (EAGLE_ROW_KERNEL=0 EAGLE_COMPACT_KERNEL=0), as before 2026-12-06
@@ -70,8 +71,8 @@ def variant(d, name: str):
         if name == "bf16-lm-head":
             wb = d.lm_weight.to(torch.bfloat16)
             d.lm_weight, d.lm = wb, linear_of(wb, "onednn")
-        elif name == "f16-lm-head":
-            wh = d.lm_weight.half().float()
+        elif name == "f16-lm-head" and d.vocab_map is not None:
+            wh = d.target.lm_head.weight[d.vocab_map].detach().half().float()
             d.lm_weight, d.lm = wh, linear_of(wh, "smallgemm16")
         elif name == "f32-lm-head" and d.vocab_map is not None:
             w32 = d.target.lm_head.weight[d.vocab_map].detach().clone()

@@ -129,3 +129,71 @@ def test_decoding_is_the_same_with_the_cycle_kernels_switched_off(monkeypatch):
     assert max(abs(a - b) for a, b in zip(q_on, q_off)) < 1e-5
     assert any(len(c.accepted) > 1 and list(c.accepted) != list(range(len(c.accepted))) for c in on.cycles), \
         "no cycle accepted a path that needed moving: the compaction kernel was not exercised"
+
+
+@needs_kernels
+@pytest.mark.parametrize("n,k", [(1, 8), (5, 16), (37, 24), (8192, 576)])
+def test_int8_rows_product_matches_a_float64_reference_and_is_batch_invariant(n, k):
+    """gemv8.c: y = scale * (x . q) per output; the same row alone, in any batch (9 and more rows go
+    8 at a time) and with any thread count."""
+    g = torch.Generator().manual_seed(n + k)
+    w = torch.randn(n, k, generator=g) * 0.05
+    w[0] = 0.0  # an all-zero row gets scale 1, q 0
+    q, s = K.SmallGemm8.quantize(w)
+    assert q.dtype == torch.int8 and int(q.abs().max()) <= 127 and s[0] == 1 and not q[0].any()
+    rounded = K.SmallGemm8.rounded(w)
+    assert torch.equal(K.SmallGemm8.quantize(rounded)[0], q)  # quantizing the rounded values again: the same q
+    assert ((rounded - w).abs() <= s[:, None] / 2 * 1.0001).all()
+    state = K.SmallGemm8.prepare(rounded)
+    x = torch.randn(11, k, generator=g)
+    y = K.SmallGemm8.run(state, x, None)
+    ref = (x.double() @ rounded.double().T).float()
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+    threads = torch.get_num_threads()
+    try:
+        for t in {1, threads}:
+            torch.set_num_threads(t)
+            for m in (1, 2, 3, 8):
+                assert torch.equal(K.SmallGemm8.run(state, x[:m].contiguous(), None), y[:m])
+            assert torch.equal(K.SmallGemm8.run(state, x[5:6].contiguous(), None), y[5:6])
+    finally:
+        torch.set_num_threads(threads)
+    lin = K.linear_of(rounded, "smallgemm8")
+    with torch.inference_mode():
+        assert torch.equal(lin(x), y)
+
+
+@needs_kernels
+def test_int8_rows_refuse_what_they_cannot_serve():
+    assert not K.SmallGemm8.serves(torch.randn(4, 12))  # K not a multiple of 8
+    assert not K.SmallGemm8.serves(torch.randn(4, 16, dtype=torch.float64))
+    bad = torch.randn(4, 16)
+    bad[2, 3] = float("inf")
+    assert not K.SmallGemm8.serves(bad)
+    with pytest.raises(ValueError, match="smallgemm8"):
+        K.SmallGemm8.prepare(bad)
+
+
+@needs_kernels
+def test_eagle2_drafts_from_int8_rows_and_the_output_stays_vanilla(monkeypatch):
+    """A reduced draft vocabulary's rows are int8 by default; float16 and float32 storage remain
+    (Drafter.DRAFT_ROWS) and every choice decodes exactly what vanilla decodes."""
+    from conftest import tiny_head, tiny_target
+    from eagle_core import DecodeSettings, Engine
+    from eagle_core.draft import Drafter
+
+    target = tiny_target("llama", seed=0, vocab=40)
+    head = tiny_head(target, seed=4)
+    vocab = list(range(0, 40, 2)) + [1, 3]
+    s = DecodeSettings(method="eagle2", depth=3, tree_top_k=3, total_tokens=8, max_new_tokens=24, chat_template=False)
+    van = Engine(target, head, vocab).run("one two three four", DecodeSettings(method="vanilla", max_new_tokens=24,
+                                                                                 chat_template=False))
+    backends = {}
+    for rows in ("int8", "float16", "float32"):
+        monkeypatch.setattr(Drafter, "DRAFT_ROWS", rows)
+        e = Engine(target, head, vocab)
+        if e.drafter.lm.backend.name not in ("smallgemm8", "smallgemm16", "smallgemm"):
+            pytest.skip(f"the tiny target's products are not on smallgemm here ({e.drafter.lm.backend.name})")
+        backends[rows] = e.drafter.lm.backend.name
+        assert e.run("one two three four", s).summary.token_ids == van.summary.token_ids
+    assert backends["int8"] == "smallgemm8" and backends["float16"] == "smallgemm16"

@@ -10,12 +10,12 @@ Set EAGLE_KERNELS=mkl|onednn|openblas|smallgemm to force one backend, or "stock"
 from . import attention
 from .build import cache_dir, cpu_model, library, library_error, source_bytes
 from .linear import (ALIGN, AUTO_CANDIDATES, BACKENDS, CALIBRATION_ROWS, INVARIANCE_ROWS, PREFER_OWN, Installed, Linear,
-                     Mkl, OneDnn, OpenBlas, SmallGemm, SmallGemm16, batch_invariant, choose, install, linear_of, policy_from_env,
-                     stream_bandwidth, time_backends, weight_version)
+                     Mkl, OneDnn, OpenBlas, SmallGemm, SmallGemm16, SmallGemm8, batch_invariant, choose, install,
+                     linear_of, policy_from_env, stream_bandwidth, time_backends, weight_version)
 
 __all__ = [
     "ALIGN", "AUTO_CANDIDATES", "BACKENDS", "CALIBRATION_ROWS", "INVARIANCE_ROWS", "Installed", "Linear", "Mkl",
-    "OneDnn", "OpenBlas", "PREFER_OWN", "SmallGemm", "SmallGemm16", "attention", "batch_invariant", "cache_dir", "choose",
-    "cpu_model", "install", "library", "library_error", "linear_of", "policy_from_env", "source_bytes",
+    "OneDnn", "OpenBlas", "PREFER_OWN", "SmallGemm", "SmallGemm16", "SmallGemm8", "attention", "batch_invariant",
+    "cache_dir", "choose", "cpu_model", "install", "library", "library_error", "linear_of", "policy_from_env", "source_bytes",
     "stream_bandwidth", "time_backends", "weight_version",
 ]

@@ -1,5 +1,5 @@
-"""Building the C kernels (smallgemm.c, attention.c and attention512.c, layer.c, rows.c, compact.c) once
-per machine with the system C compiler.
+"""Building the C kernels (smallgemm.c, attention.c and attention512.c, layer.c, rows.c, compact.c,
+gemv8.c) once per machine with the system C compiler.
 
 The shared library is cached under the engine's cache directory, named by a hash of the sources
 and flags, so an edit rebuilds it and machines never share a stale one. It links the process's
@@ -19,7 +19,7 @@ from ..paths import cache_root
 
 HERE = os.path.dirname(__file__)
 SOURCES = [os.path.join(HERE, name)
-           for name in ("smallgemm.c", "attention.c", "attention512.c", "layer.c", "rows.c", "compact.c")]
+           for name in ("smallgemm.c", "attention.c", "attention512.c", "layer.c", "rows.c", "compact.c", "gemv8.c")]
 HEADERS = [os.path.join(HERE, "vecmath.h")]  # in the build's hash too
 # -ffp-contract=off: no silent a*b+c -> fma fusion, so the C expressions round the same everywhere
 CFLAGS = ["-O3", "-mavx2", "-mfma", "-mf16c", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC"]
@@ -91,6 +91,8 @@ def _declared(lib):
     lib.row_topk.argtypes = [vp, i64, i64, i64, ctypes.c_int, vp, vp]
     lib.row_topk.restype = ctypes.c_int
     lib.move_rows.argtypes = [vp, vp, vp, vp, vp, i64, i64, vp, i64]
+    lib.gemv8.argtypes = [vp, i64, i64, vp, vp, i64, i64, vp, i64, ctypes.c_int]
+    lib.gemv8.restype = ctypes.c_int
     lib.attention_wide.argtypes = [ctypes.c_int]
     lib.attention_wide.restype = ctypes.c_int
     return lib

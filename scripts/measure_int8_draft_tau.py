@@ -3,7 +3,9 @@ shipped EAGLE-2 head's products (fc, q/k/v/o, gate/up/down) and its draft LM hea
 int8 with one scale per output row (symmetric, scale = max |w| / 127), then back to float16 values
 so the engine's kernels run them unchanged. tau on 2 MT-bench prompts per category, greedy, 128 new
 tokens, for each tree, as shipped and quantised; the outputs must be identical (verification never
-reads the draft's weights). Run on any machine (timing is not measured):
+reads the draft's weights). The draft rows start from float16 storage, as shipped when this was
+measured (the engine has read them as int8 since 2026-12-06: kernels/gemv8.c). Run on any machine
+(timing is not measured):
 
     python scripts/measure_int8_draft_tau.py --json-out docs/data/bench/int8_draft_tau.json
 """
@@ -21,6 +23,7 @@ from eagle_core import load_engine  # noqa: E402
 from eagle_core.bench.prompts import load_prompts  # noqa: E402
 from eagle_core.bench.report import machine_info, save_json  # noqa: E402
 from eagle_core.config import preset  # noqa: E402
+from eagle_core.draft import Drafter  # noqa: E402
 
 PROMPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "eval",
                        "mt_bench_question.jsonl")
@@ -52,6 +55,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--json-out")
     args = ap.parse_args(argv)
     prompts = [p.text for p in load_prompts(args.prompts, per_category=args.per_category)]
+    Drafter.DRAFT_ROWS = "float16"  # the baseline of the recorded run (see the docstring)
     eng = load_engine()
     out = {"machine": machine_info("cpu"), "prompts": len(prompts), "runs": []}
     ids = {}

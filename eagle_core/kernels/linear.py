@@ -36,6 +36,7 @@ from torch import nn
 
 from . import attention
 from .build import cache_dir, cpu_model, library, library_error, source_bytes
+from .gemv8 import SmallGemm8
 
 # The row counts a decode meets, with their weight in the choice: a vanilla step (1 row), the CPU
 # tree's verification (5), larger trees (16, weighted less). Summed unweighted, the 8- and 16-row
@@ -138,52 +139,6 @@ class SmallGemm16:
     @staticmethod
     def run(state, x, bias):
         return _product(library().smallgemm_f16, state, x, bias)
-
-
-class SmallGemm8:
-    """The drafter's LM-head rows as int8 with one float32 scale per row (gemv8.c: half the bytes of
-    float16 storage). Its product is its own, y = scale * (x . q) in a fixed order per output, so a row
-    is the same alone or in a batch, not the bits of a float32 product. Not a backend to choose by
-    policy: the drafter takes it for a reduced draft vocabulary's rows (eagle_core/draft.py), whose
-    numbers only choose the draft."""
-
-    name = "smallgemm8"
-    ROWS = 8  # gemv8.c's rows per call; more are run 8 at a time
-
-    @staticmethod
-    def serves(w: torch.Tensor) -> bool:
-        return (library() is not None and w.dtype == torch.float32 and w.device.type == "cpu" and w.dim() == 2
-                and w.shape[1] % 8 == 0 and w.numel() > 0 and bool(torch.isfinite(w).all()))
-
-    @staticmethod
-    def quantize(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """w (N, K) -> (q (N, K) int8 in [-127, 127], scale (N,)): q * scale the nearest such values."""
-        s = w.abs().amax(dim=1) / 127
-        s = torch.where(s > 0, s, torch.ones_like(s))
-        return (w / s[:, None]).round().clamp(-127, 127).to(torch.int8).contiguous(), s.contiguous()
-
-    @staticmethod
-    def rounded(w: torch.Tensor) -> torch.Tensor:
-        """The float32 values the int8 rows stand for (quantizing them again gives the same q)."""
-        q, s = SmallGemm8.quantize(w)
-        return q.float() * s[:, None]
-
-    @staticmethod
-    def prepare(w):
-        if not SmallGemm8.serves(w):
-            raise ValueError("smallgemm8 needs a finite float32 CPU weight (N, K) with K a multiple of 8")
-        return SmallGemm8.quantize(w)
-
-    @staticmethod
-    def run(state, x, bias):
-        q, s = state
-        m, k = x.shape
-        y = torch.empty(m, q.shape[0])
-        for r in range(0, m, SmallGemm8.ROWS):
-            rows = min(SmallGemm8.ROWS, m - r)
-            library().gemv8(x[r:].data_ptr(), rows, k, q.data_ptr(), s.data_ptr(), q.shape[0], k,
-                            y[r:].data_ptr(), q.shape[0], torch.get_num_threads())
-        return y + bias if bias is not None else y
 
 
 def _packed(w, dtype, pack):

@@ -64,6 +64,9 @@ class Drafter:
     # How the target's LM-head rows of a reduced draft vocabulary are stored for the draft's products
     # on a CPU (below): "int8" (one scale per row), "float16" or "float32" (the target's values)
     DRAFT_ROWS = "int8"
+    # The head's own products (fc, q/k/v/o, gate/up/down) on a CPU: "int8" rows with a scale per row
+    # (kernels.SmallGemm8, in the modules and the lean pass alike) or "as loaded" (float16 values)
+    HEAD_WEIGHTS = "int8"
 
     def __init__(self, head, target, draft_vocab: list[int] | None = None):
         self._check_fits(head, target)
@@ -92,6 +95,7 @@ class Drafter:
         self.lm = kernels.linear_of(self.lm_weight, backend)
         if getattr(target, "kernels", None) is not None and target.kernels.swaps:
             kernels.install(head, target.kernels.policy)
+        self._head_int8(head, own and self.HEAD_WEIGHTS == "int8")
         # the head's drafting pass in a few calls where it applies (eagle_core/lean_head.py)
         self.lean, self.lean_note = lean_head.build(head)
 
@@ -117,6 +121,20 @@ class Drafter:
             return None, w.detach()  # (V, H)
         vocab_map = torch.tensor(draft_vocab, dtype=torch.long, device=w.device)
         return vocab_map, w[vocab_map].detach().clone()
+
+    @staticmethod
+    def _head_int8(head, on: bool) -> None:
+        """The head's products from int8 rows (on), or back to the backend kernels.install gave them.
+        Half the bytes of the float16 weights a drafting pass reads from memory twice a cycle; the
+        draft's q moves by the rounding (docs/performance.md), never the output."""
+        for lin in lean_head.products(head):
+            if not isinstance(lin, kernels.Linear):
+                continue
+            if on and lin.backend is not kernels.SmallGemm8 and kernels.SmallGemm8.serves(lin.weight.detach()):
+                lin.installed_backend = lin.backend
+                lin.backend, lin._state, lin._version = kernels.SmallGemm8, None, None
+            elif not on and lin.backend is kernels.SmallGemm8:
+                lin.backend, lin._state, lin._version = lin.installed_backend, None, None
 
     def new_cache(self, max_len: int) -> HeadCache:
         return self.head.new_cache(max_len)

@@ -47,6 +47,9 @@ def _product(installed, parts):
     every weight is a float16 (a head read from its float16 checkpoint: the same bits from half the
     bytes, kernels.SmallGemm16), else as the target's lean forward makes it."""
     w = torch.cat([p.weight.detach() for p in parts])
+    if all(p.backend is kernels.SmallGemm8 for p in parts):  # int8 rows, quantized per row as in each part
+        bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
+        return _Product(kernels.SmallGemm8, kernels.SmallGemm8.prepare(w), bias, w.shape[0])
     if kernels.SmallGemm16.exact(w):
         bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
         return _Product(kernels.SmallGemm16, kernels.SmallGemm16.prepare(w), bias, w.shape[0])
@@ -73,20 +76,23 @@ class _HeadLayer:
 
     def _c_args(self) -> tuple | None:
         """The layer as kernels/layer.c's decoder_layer reads it: its norms and the packed weights
-        (all four float16 panels, or all four float32), then the half flag; None if neither."""
+        (all four float16 panels, all four float32 or all four int8), then the flag saying which
+        (1, 0, 2); None if none of these."""
         prods = (self.qkv, self.o, self.gate_up, self.down)
         half = all(p.run is kernels.SmallGemm16.run for p in prods)
-        if not (half or all(p.packed for p in prods)):
+        int8 = all(p.run is kernels.SmallGemm8.run for p in prods)
+        if not (half or int8 or all(p.packed for p in prods)):
             return None
         args = c_weight_args(((self.pre, self.pre_eps), (self.post, self.eps)), prods)
-        return None if args is None else (args, int(half))
+        return None if args is None else (args, 2 if int8 else int(half))
 
 
 def _layers(head) -> list:
     return list(head.layers) if isinstance(head, EagleHead) else [head.midlayer]
 
 
-def _products(head) -> list:
+def products(head) -> list:
+    """The head's products, each an nn.Linear or kernels.Linear: fc, then each layer's seven."""
     mods = [head.fc]  # EAGLE-1/2: cat(emb, f) -> H; EAGLE-3: the captured target layers (3H) -> H
     for L in _layers(head):
         a, m = L.self_attn, L.mlp
@@ -105,7 +111,7 @@ def unsupported(head) -> str | None:
     params = list(head.parameters())
     if any(p.device.type != "cpu" or p.dtype is not torch.float32 for p in params):
         return "lean head pass: CPU float32 only"
-    prods = _products(head)
+    prods = products(head)
     if not all(isinstance(p, kernels.Linear) for p in prods):  # (the pass packs its own smallgemm panels)
         return "the head's products are not on eagle_core.kernels (smallgemm)"
     for L in _layers(head):
@@ -126,7 +132,7 @@ class LeanHead:
         self.head = head
         self.eagle3 = isinstance(head, Eagle3Head)
         self.installed = kernels.Installed([], {}, "smallgemm")  # what lean._fused reads: the policy
-        self._sources = [t for p in _products(head) for t in (p.weight, p.bias) if t is not None]
+        self._sources = [t for p in products(head) for t in (p.weight, p.bias) if t is not None]
         self._modules = tuple(head.modules())  # whose hooks a call checks (walking the tree each call: ~10 us)
         self._packed, self._seen = self._pack(), self._fingerprint()
         self._rope = None  # (cos, sin) tables by position, grown on demand (rope_rows)

@@ -17,6 +17,8 @@ Variants (--variants, default lean,modules,modules-sdpa):
                 engine's default for a reduced draft vocabulary from 2026-12-04 to 2026-12-06, when
                 int8 rows (kernels/gemv8.c) replaced it
   f32-lm-head   the draft LM head's rows as the target's float32 values (the default before)
+  f16-head      the lean pass with the head's own products from their float16 values (the draft LM
+                head's rows int8): the default before 2026-12-06, when int8 head weights replaced it
   torch-rows    the lean pass, with the drafter's top-k, the walk's row statistics and the cache's
                 compaction through torch (EAGLE_ROW_KERNEL=0 EAGLE_COMPACT_KERNEL=0), as before 2026-12-06
 """
@@ -33,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from eagle_core import DecodeSettings, load_engine  # noqa: E402
+from eagle_core import DecodeSettings, lean_head, load_engine  # noqa: E402
 from eagle_core.bench.report import machine_info  # noqa: E402
 from eagle_core.kernels import attention, linear_of  # noqa: E402
 from eagle_core.kernels.compact import ENV as COMPACT_ENV  # noqa: E402
@@ -62,6 +64,9 @@ def variant(d, name: str):
     try:
         if name == "torch-rows":
             os.environ[ROW_ENV] = os.environ[COMPACT_ENV] = "0"
+        if name == "f16-head":
+            d._head_int8(d.head, False)
+            d.lean = lean_head.build(d.head)[0]
         if name == "lean-torch-ops" and lean is not None:
             lean.c_layers = False
         if name in ("modules", "modules-sdpa"):
@@ -77,10 +82,12 @@ def variant(d, name: str):
         elif name == "f32-lm-head" and d.vocab_map is not None:
             w32 = d.target.lm_head.weight[d.vocab_map].detach().clone()
             d.lm_weight, d.lm = w32, linear_of(w32, "smallgemm")
-        elif name not in ("lean", "lean-torch-ops", "modules", "modules-sdpa", "torch-rows"):
+        elif name not in ("lean", "lean-torch-ops", "modules", "modules-sdpa", "torch-rows", "f16-head"):
             raise SystemExit(f"unknown variant {name!r}")
         yield
     finally:
+        if name == "f16-head":
+            d._head_int8(d.head, type(d).HEAD_WEIGHTS == "int8")
         d.lean, (d.lm_weight, d.lm), attention.serves_cache = lean, lm, serves
         for k, v in env.items():
             if v is None:

@@ -11,6 +11,7 @@ from test_kernels import needs_smallgemm
 from eagle_core import DecodeSettings, Engine, from_model, lean_head
 from eagle_core import kernels as K
 from eagle_core.default_head import random_head3
+from eagle_core.draft import Drafter
 from eagle_core.head import EagleHead, HeadConfig
 from eagle_core.kernels import SmallGemm8, SmallGemm16
 
@@ -64,13 +65,26 @@ def _float16_values(head):
     return head
 
 
+def _engine(target, head=None, head3=None, weights="as loaded"):
+    """An Engine whose drafters keep the heads' weights as loaded (float32 or float16 values), or
+    read their products from int8 rows (weights="int8", the engine's default on a CPU)."""
+    saved = Drafter.HEAD_WEIGHTS
+    Drafter.HEAD_WEIGHTS = weights
+    try:
+        return Engine(target, head, head3=head3)
+    finally:
+        Drafter.HEAD_WEIGHTS = saved
+
+
 HEADS = {
-    "eagle2": lambda: Engine(t := _target(), _eagle2(t)).drafter,
-    "eagle2-float16-values": lambda: Engine(t := _target(), _float16_values(_eagle2(t, layers=2))).drafter,
-    "eagle3-float16-values": lambda: Engine(t := _target(), head3=_float16_values(_eagle3(t))).drafter3,
-    "eagle2-qwen2-two-layers": lambda: Engine(t := _target("qwen2"), _eagle2(t, layers=2)).drafter,
-    "eagle3": lambda: Engine(t := _target(), head3=_eagle3(t)).drafter3,
-    "eagle3-norm-before-residual": lambda: Engine(t := _target(), head3=_eagle3(t, True)).drafter3,
+    "eagle2": lambda: _engine(t := _target(), _eagle2(t)).drafter,
+    "eagle2-float16-values": lambda: _engine(t := _target(), _float16_values(_eagle2(t, layers=2))).drafter,
+    "eagle3-float16-values": lambda: _engine(t := _target(), head3=_float16_values(_eagle3(t))).drafter3,
+    "eagle2-qwen2-two-layers": lambda: _engine(t := _target("qwen2"), _eagle2(t, layers=2)).drafter,
+    "eagle3": lambda: _engine(t := _target(), head3=_eagle3(t)).drafter3,
+    "eagle3-norm-before-residual": lambda: _engine(t := _target(), head3=_eagle3(t, True)).drafter3,
+    "eagle2-int8": lambda: _engine(t := _target(), _float16_values(_eagle2(t, layers=2)), weights="int8").drafter,
+    "eagle3-int8": lambda: _engine(t := _target(), head3=_float16_values(_eagle3(t)), weights="int8").drafter3,
 }
 
 
@@ -107,8 +121,9 @@ def test_lean_pass_gives_the_modules_bits(name, layers):
     drafter = HEADS[name]()
     assert drafter.lean is not None, drafter.lean_note
     drafter.lean.c_layers = layers == "c-layers"
-    half = [lin.run is SmallGemm16.run for L in drafter.lean.layers for lin in (L.qkv, L.o, L.gate_up, L.down)]
-    assert all(half) if "float16" in name else not any(half)
+    runs = [lin.run for L in drafter.lean.layers for lin in (L.qkv, L.o, L.gate_up, L.down)]
+    storage = SmallGemm8.run if "int8" in name else SmallGemm16.run
+    assert all(r is storage for r in runs) if "float16" in name or "int8" in name else SmallGemm16.run not in runs
     (got, tree), (want, tree_ref) = _passes(drafter, True), _passes(drafter, False)
     for a, b in zip(got, want):
         if layers == "c-layers":
@@ -207,8 +222,9 @@ def test_an_eagle3_heads_float16_lm_head_is_read_as_float16_with_the_same_logits
 
 @pytest.mark.parametrize("method", ["eagle2", "eagle3"])
 def test_the_shipped_heads_draft_the_same_trees_through_the_lean_pass(default_target, method):
-    """On the default model with the shipped heads (float16 storage, 9 query heads over 3 key/value
-    heads): every cycle's tree, q values and the output are the modules' ones."""
+    """On the default model with the shipped heads (float16 checkpoints, read as int8 rows on a CPU;
+    9 query heads over 3 key/value heads): every cycle's tree, q values and the output are the
+    modules' ones."""
     from eagle_core import load_default_head
     from eagle_core.default_head import load_default_head3
 
@@ -216,7 +232,8 @@ def test_the_shipped_heads_draft_the_same_trees_through_the_lean_pass(default_ta
     head3, name3 = load_default_head3(default_target)
     e = Engine(default_target, head, vocab, name, head3=head3, head3_name=name3)
     drafter = e.drafter if method == "eagle2" else e.drafter3
-    assert drafter.lean is not None and drafter.lean.layers[0].qkv.run is SmallGemm16.run
+    assert drafter.lean is not None and drafter.lean.layers[0].qkv.run is SmallGemm8.run
+    assert drafter.lean.fc.run is SmallGemm8.run and drafter.head.fc.backend is SmallGemm8  # modules and lean alike
     # the draft LM head as int8 rows with a scale per row: EAGLE-2's 8,192 target rows, EAGLE-3's own
     # float16 weights (the draft's q moves by that rounding, never the output)
     rows = default_target.lm_head.weight[drafter.vocab_map] if method == "eagle2" else head3.lm_head.weight

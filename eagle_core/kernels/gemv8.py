@@ -41,17 +41,24 @@ class SmallGemm8:
 
     @staticmethod
     def prepare(w):
+        """-> (buffer, N, K): the N float32 scales, then the (N, K) int8 rows, in one int8 buffer (the
+        form kernels/layer.c reads through one pointer)."""
         if not SmallGemm8.serves(w):
             raise ValueError("smallgemm8 needs a finite float32 CPU weight (N, K) with K a multiple of 8")
-        return SmallGemm8.quantize(w)
+        q, s = SmallGemm8.quantize(w)
+        n, k = q.shape
+        buf = torch.empty(4 * n + n * k, dtype=torch.int8)
+        buf[: 4 * n].view(torch.float32).copy_(s)
+        buf[4 * n:].view(n, k).copy_(q)
+        return buf, n, k
 
     @staticmethod
     def run(state, x, bias):
-        q, s = state
-        m, k = x.shape
-        y = torch.empty(m, q.shape[0])
-        for r in range(0, m, SmallGemm8.ROWS):
-            rows = min(SmallGemm8.ROWS, m - r)
-            library().gemv8(x[r:].data_ptr(), rows, k, q.data_ptr(), s.data_ptr(), q.shape[0], k,
-                            y[r:].data_ptr(), q.shape[0], torch.get_num_threads())
+        buf, n, k = state
+        scales = buf.data_ptr()
+        y = torch.empty(x.shape[0], n)
+        for r in range(0, x.shape[0], SmallGemm8.ROWS):
+            rows = min(SmallGemm8.ROWS, x.shape[0] - r)
+            library().gemv8(x[r:].data_ptr(), rows, k, scales + 4 * n, scales, n, k, y[r:].data_ptr(), n,
+                            torch.get_num_threads())
         return y + bias if bias is not None else y

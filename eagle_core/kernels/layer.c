@@ -33,10 +33,23 @@ void smallgemm(const float *x, int64_t m, int64_t ldx, const float *p, int64_t n
 void smallgemm_f16(const float *x, int64_t m, int64_t ldx, const uint16_t *p, int64_t n, int64_t k,
                    const float *bias, float *y, int64_t ldy, int nthreads);
 
-/* y = x W^T (+ bias) on a weight packed as float32 (half = 0) or float16 (half = 1). */
+int gemv8(const float *x, int64_t m, int64_t ldx, const int8_t *q, const float *scale, int64_t n, int64_t k,
+          float *y, int64_t ldy, int nthreads);
+
+/* y = x W^T (+ bias) on a weight packed as float32 (half = 0) or float16 (half = 1), or stored as int8
+ * rows after their n float32 scales (half = 2: gemv8.c, a draft head's kernels.SmallGemm8 state; 8
+ * rows a call, then the bias added as torch adds it, so the bits are SmallGemm8.run's). */
 static void gemm(int half, const float *x, int64_t m, int64_t ldx, const void *p, int64_t n, int64_t k,
                  const float *bias, float *y, int64_t ldy, int nthreads) {
-    if (half)
+    if (half == 2) {
+        const float *s = (const float *)p;
+        for (int64_t r = 0; r < m; r += 8)
+            gemv8(x + r * ldx, m - r < 8 ? m - r : 8, ldx, (const int8_t *)(s + n), s, n, k, y + r * ldy, ldy,
+                  nthreads);
+        if (bias)
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t o = 0; o < n; o++) y[r * ldy + o] += bias[o];
+    } else if (half)
         smallgemm_f16(x, m, ldx, (const uint16_t *)p, n, k, bias, y, ldy, nthreads);
     else
         smallgemm(x, m, ldx, (const float *)p, n, k, bias, y, ldy, nthreads);
@@ -110,9 +123,8 @@ static float *scratch(size_t floats) {
 /* h: [m][D] the residual stream, updated in place. ln1/ln2: [D]; the input of the q/k/v product is
  * RMSNorm(h) with ln1, or (ln1 NULL) xin [m][K1], or (both NULL) h itself (a draft head's layer:
  * EAGLE-2's first layer has no input norm, EAGLE-3's takes two normed halves). wqkv, wo, wgu, wdown:
- * weights packed by pack_weight (half = 0) or pack_weight_f16 (half = 1); bqkv, bo, bgu, bdown:
- * biases or NULL. cos, sin: [m][d] (sin with its first
- * half negated). kbuf, vbuf: one layer's cache buffers, kv heads ldh floats apart, rows d apart,
+ * weights packed by pack_weight (half = 0) or pack_weight_f16 (half = 1), or int8 rows (half = 2, see
+ * gemm); bqkv, bo, bgu, bdown: biases or NULL. cos, sin: [m][d] (sin with its first half negated). kbuf, vbuf: one layer's cache buffers, kv heads ldh floats apart, rows d apart,
  * with room for L0 + m rows; the new keys / values are written at rows L0 .. L0 + m - 1. mask:
  * [m][L0 + m] additive (at or below -1e30: not visible) or NULL for causal. Returns 0, or -1 if out
  * of memory. */

@@ -49,8 +49,8 @@ away, and deeper drafts get accepted (the EAGLE-3 paper, Vicuna-13B, MT-bench, t
 draft vocabulary (`d2t` maps a draft id to a target id), where EAGLE-1/2 borrow the target's LM
 head; verification still uses the target's full vocabulary, so the output stays the target's. The EAGLE-3 head shipped here for
 SmolLM2 has had about 11.3 hours of training on CPUs, two full passes over the same 2.44 M answer tokens
-as the EAGLE-2 head (which had 5.4 hours): τ 1.69 on all of MT-bench against 1.87 for the EAGLE-2 head
-on the CPU tree, 1.35× against 1.56× vanilla (after one pass it had 1.66; the second EAGLE-3 head, after
+as the EAGLE-2 head (which had 5.4 hours): τ 1.68 on all of MT-bench against 1.86 for the EAGLE-2 head
+on the CPU tree, 1.38× against 1.54× vanilla (after one pass it had 1.66; the second EAGLE-3 head, after
 1.5 hours, 1.56). Over the first pass its first guess went from right 35% to 45% of the time; the second
 pass took it to 48%, flat at the end. At this amount of data EAGLE-2 keeps the
 lead: it learns to predict the target's whole next feature (576 numbers a token) and borrows the
@@ -148,7 +148,7 @@ GLOSSARY = """
 *What a cycle costs decides where EAGLE wins. Measured on this project's 2-core CPUs with the
 CPU tree (3 drafted tokens, 2 deep), a cycle costs 1.20–1.39 single-token target passes (full
 MT-bench; more when the machine's memory is fast, since drafting and the extra rows are not
-memory-bound), so EAGLE wins once τ passes that: the shipped head's τ 1.87 gives 1.37–1.56×. The
+memory-bound), so EAGLE wins once τ passes that: the shipped head's τ 1.86 gives 1.37–1.56×. The
 readable tree (12 tokens, 4 deep) verifies 13 tokens, which costs about 1.4–1.8 passes on the
 CPU before drafting (t(8)/t(1) = 1.38 and t(16)/t(1) = 1.84, measured), so it needs τ near 2 just
 to break even. The published GPU tree verifies 61 tokens: about 5 passes on this CPU

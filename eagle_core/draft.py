@@ -153,10 +153,7 @@ class Drafter:
         row_topk, where torch made three calls over the whole draft vocabulary a row)."""
         logits = self._logits(feats)
         k = min(k, logits.shape[-1])
-        top = row_topk(logits, k)
-        if top is not None:
-            return top[0].tolist(), self._ids(top[1]).tolist()
-        v, i = torch.log_softmax(logits, -1).topk(k, dim=-1)
+        v, i = row_topk(logits, k) or torch.log_softmax(logits, -1).topk(k, dim=-1)
         v, i = torch.stack([v.double(), self._ids(i).double()]).tolist()  # one transfer from a device
         return v, [[int(t) for t in row] for row in i]
 

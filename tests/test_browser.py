@@ -179,13 +179,14 @@ def test_stop_a_waiting_run_and_a_replaced_run(page_url, browser):
 
 
 def test_a_class_shares_the_line(page_url, browser):
-    """Issue 28: X runs 200 tokens, Y and Z queue with the default settings, Z is told "2 runs
-    ahead" and closes its tab, W arrives later: Y and W both get their own replies."""
+    """Issue 28: X runs a long story (up to the page's 512 tokens: long enough, even on a fast
+    machine, that X still runs while Y and Z join), Y and Z queue with the default settings, Z is
+    told "2 runs ahead" and closes its tab, W arrives later: Y and W both get their own replies."""
     from playwright.sync_api import expect
 
     x, y, z = (open_page(browser, page_url) for _ in range(3))
     x.locator("#eg-prompt textarea").fill("Tell me a long story about a lighthouse keeper.")
-    set_number(x, "eg-maxnew", 200)
+    set_number(x, "eg-maxnew", 512)
     x.locator("#eg-generate").click()
     expect(x.locator("#eg-status")).to_contain_text("The page stays still", timeout=60_000)
     for page, prompt, ahead in ((y, "Name a colour.", "1 run ahead"), (z, "Name a colour.", "2 runs ahead")):

@@ -1,8 +1,8 @@
-"""The drafter's LM-head rows as int8 with one float32 scale per row, multiplied by gemv8.c.
+"""A draft's weights as int8 rows with one float32 scale per row, multiplied by gemv8.c.
 
-Half the bytes of float16 storage for a product whose rows come from memory twice a cycle (see
+Half the bytes of float16 storage for products whose weights come from memory twice a cycle (see
 gemv8.c). `linear_of(w, SmallGemm8.name)` gives an nn.Linear-like module over the rows' int8 form;
-eagle_core/draft.py takes it for a reduced draft vocabulary's rows on a CPU.
+on a CPU eagle_core/draft.py takes it for the draft LM head's rows and the head's own products.
 """
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from .build import library
 
 
 class SmallGemm8:
-    """The drafter's LM-head rows as int8 with one float32 scale per row (gemv8.c: half the bytes of
-    float16 storage). Its product is its own, y = scale * (x . q) in a fixed order per output, so a row
-    is the same alone or in a batch, not the bits of a float32 product. Not a backend to choose by
-    policy: the drafter takes it for a reduced draft vocabulary's rows (eagle_core/draft.py), whose
-    numbers only choose the draft."""
+    """Weights as int8 rows with one float32 scale per row (gemv8.c: half the bytes of float16
+    storage). Its product is its own, y = scale * (x . q) in a fixed order per output, so a row is the
+    same alone or in a batch, and an output the same whichever weights it is stacked with, but not the
+    bits of a float32 product. Not a backend to choose by policy: the drafter takes it for the draft
+    LM head's rows and the head's products (eagle_core/draft.py), whose numbers only choose the draft."""
 
     name = "smallgemm8"
     ROWS = 8  # gemv8.c's rows per call; more are run 8 at a time

@@ -48,12 +48,13 @@ def _product(installed, parts):
     bytes, kernels.SmallGemm16), else as the target's lean forward makes it."""
     w = torch.cat([p.weight.detach() for p in parts])
     if all(p.backend is kernels.SmallGemm8 for p in parts):  # int8 rows, quantized per row as in each part
-        bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
-        return _Product(kernels.SmallGemm8, kernels.SmallGemm8.prepare(w), bias, w.shape[0])
-    if kernels.SmallGemm16.exact(w):
-        bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
-        return _Product(kernels.SmallGemm16, kernels.SmallGemm16.prepare(w), bias, w.shape[0])
-    return _fused(installed, parts) if len(parts) > 1 else _own(parts[0])
+        storage = kernels.SmallGemm8
+    elif kernels.SmallGemm16.exact(w):
+        storage = kernels.SmallGemm16
+    else:
+        return _fused(installed, parts) if len(parts) > 1 else _own(parts[0])
+    bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
+    return _Product(storage, storage.prepare(w), bias, w.shape[0])
 
 
 class _HeadLayer:

@@ -40,16 +40,19 @@ static float hsum8(__m256 v) {
  * the FMA's latency: 0.45 ms for the 8,192 rows, slower than float16 storage warm). */
 #define OUTS 4
 
+#define INLINE static inline __attribute__((always_inline))
+
 /* outputs o .. o + cnt - 1 (cnt <= OUTS); K % 8 == 0 (checked by the caller) */
-static inline __attribute__((always_inline)) void outs_avx2(const float *x, const int64_t m, int64_t ldx, const int8_t *q, int64_t k, const float *s, const int cnt,
-                      float *y, int64_t ldy) {
+INLINE void outs_avx2(const float *x, const int64_t m, int64_t ldx, const int8_t *q, int64_t k, const float *s,
+                      const int cnt, float *y, int64_t ldy) {
     __m256 acc[OUTS][GEMV8_ROWS];
     for (int j = 0; j < cnt; j++)
         for (int64_t r = 0; r < m; r++) acc[j][r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < k; i += 8) {
         if (GEMV8_PREFETCH && !(i & 15)) _mm_prefetch((const char *)q + GEMV8_PREFETCH + i * OUTS, _MM_HINT_T0);
         for (int j = 0; j < cnt; j++) {
-            __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + j * k + i))));
+            __m128i q8 = _mm_loadl_epi64((const __m128i *)(q + j * k + i));
+            __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
             for (int64_t r = 0; r < m; r++)
                 acc[j][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * ldx + i), w, acc[j][r]);
         }
@@ -67,15 +70,16 @@ A512 static float hsum16(__m512 v) {
 }
 
 /* as outs_avx2, 16 lanes; K % 16 == 0 (checked by the caller) */
-A512 static inline __attribute__((always_inline)) void outs_avx512(const float *x, const int64_t m, int64_t ldx, const int8_t *q, int64_t k, const float *s,
-                             const int cnt, float *y, int64_t ldy) {
+A512 INLINE void outs_avx512(const float *x, const int64_t m, int64_t ldx, const int8_t *q, int64_t k,
+                             const float *s, const int cnt, float *y, int64_t ldy) {
     __m512 acc[OUTS][GEMV8_ROWS];
     for (int j = 0; j < cnt; j++)
         for (int64_t r = 0; r < m; r++) acc[j][r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < k; i += 16) {
         if (GEMV8_PREFETCH) _mm_prefetch((const char *)q + GEMV8_PREFETCH + i * OUTS, _MM_HINT_T0);
         for (int j = 0; j < cnt; j++) {
-            __m512 w = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + j * k + i))));
+            __m128i q16 = _mm_loadu_si128((const __m128i *)(q + j * k + i));
+            __m512 w = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q16));
             for (int64_t r = 0; r < m; r++)
                 acc[j][r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i), w, acc[j][r]);
         }

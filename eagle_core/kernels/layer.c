@@ -124,8 +124,9 @@ static float *scratch(size_t floats) {
  * RMSNorm(h) with ln1, or (ln1 NULL) xin [m][K1], or (both NULL) h itself (a draft head's layer:
  * EAGLE-2's first layer has no input norm, EAGLE-3's takes two normed halves). wqkv, wo, wgu, wdown:
  * weights packed by pack_weight (half = 0) or pack_weight_f16 (half = 1), or int8 rows (half = 2, see
- * gemm); bqkv, bo, bgu, bdown: biases or NULL. cos, sin: [m][d] (sin with its first half negated). kbuf, vbuf: one layer's cache buffers, kv heads ldh floats apart, rows d apart,
- * with room for L0 + m rows; the new keys / values are written at rows L0 .. L0 + m - 1. mask:
+ * gemm); bqkv, bo, bgu, bdown: biases or NULL. cos, sin: [m][d] (sin with its first half negated).
+ * kbuf, vbuf: one layer's cache buffers, kv heads ldh floats apart, rows d apart, with room for
+ * L0 + m rows; the new keys / values are written at rows L0 .. L0 + m - 1. mask:
  * [m][L0 + m] additive (at or below -1e30: not visible) or NULL for causal. Returns 0, or -1 if out
  * of memory. */
 int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t d, int64_t I,

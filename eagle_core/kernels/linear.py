@@ -180,6 +180,8 @@ BACKENDS = {b.name: b for b in (SmallGemm, OneDnn, OpenBlas, Mkl)}
 # own that spins after each call, so on a 2-core machine it stalls torch's OpenMP threads (and
 # every measurement after it) until it goes to sleep; it is measured only when asked by name.
 AUTO_CANDIDATES = ("smallgemm", "onednn", "mkl")
+# smallgemm on another storage of the weight: taken by the drafter by name, never chosen by policy
+STORAGES = {SmallGemm16.name: SmallGemm16, SmallGemm8.name: SmallGemm8}
 
 
 # -- the module ---------------------------------------------------------------------------------------------
@@ -191,7 +193,7 @@ class Linear(nn.Module):
         super().__init__()
         self.weight, self.bias = weight, bias
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
-        self.backend = {SmallGemm16.name: SmallGemm16, SmallGemm8.name: SmallGemm8}.get(backend) or BACKENDS[backend]
+        self.backend = STORAGES.get(backend) or BACKENDS[backend]
         self._state, self._version = None, None
 
     def extra_repr(self) -> str:

@@ -17,11 +17,20 @@ from .build import library, switched_off
 ENV = "EAGLE_ROW_KERNEL"
 
 
-def row_stats(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """rows (n, V) float32 on the CPU -> (max (n,), argmax (n,) int64, logsumexp (n,)), or None."""
+def _library_for(rows: torch.Tensor):
+    """The kernels' library if rows.c can read `rows` ((n, V) float32 on the CPU, rows contiguous,
+    V > 0) and is not switched off, else None."""
     lib = library()
     if (lib is None or switched_off(ENV) or rows.device.type != "cpu" or rows.dtype is not torch.float32
             or rows.dim() != 2 or rows.stride(1) != 1 or rows.shape[1] == 0):
+        return None
+    return lib
+
+
+def row_stats(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """rows (n, V) float32 on the CPU -> (max (n,), argmax (n,) int64, logsumexp (n,)), or None."""
+    lib = _library_for(rows)
+    if lib is None:
         return None
     n, v = rows.shape
     mx, lse = torch.empty(n), torch.empty(n)
@@ -37,9 +46,8 @@ def row_topk(rows: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor] | 
     """rows (n, V) float32 on the CPU -> (log-softmax values (n, k) descending, their indices (n, k)
     int64; on ties the smaller index first), or None. The values equal torch.log_softmax's up to
     float32 rounding (the sum of exponentials is taken in another order)."""
-    lib = library()
-    if (lib is None or switched_off(ENV) or rows.device.type != "cpu" or rows.dtype is not torch.float32
-            or rows.dim() != 2 or rows.stride(1) != 1 or not 0 < k <= min(64, rows.shape[1])):
+    lib = _library_for(rows)
+    if lib is None or not 0 < k <= min(64, rows.shape[1]):
         return None
     n, v = rows.shape
     val, idx = torch.empty(n, k), torch.empty(n, k, dtype=torch.int64)

@@ -42,10 +42,10 @@
  * vendor: L2 on Intel, L1 elsewhere. Measured on an Intel Xeon (family 6, model 167; 2 threads, one
  * forward's 121 distinct weights, two builds alternating in one process, scripts/measure_kernel_builds.py,
  * docs/data/bench/prefetch_l2_intel.json): L1 -> L2 took 1 row 20.16 -> 19.51 ms, 5 rows 23.95 -> 20.64,
- * 8 rows 25.93 -> 23.71. An L1 prefetch
- * holds one of the core's few L1 miss buffers until its line arrives from memory; an L2 prefetch
- * leaves them to the loads. The 2048-float distance above was measured on a Zen 5 with L1
- * prefetches, which stay there; on the Intel 1024 and 4096 floats gave the same times as 2048. */
+ * 8 rows 25.93 -> 23.71. An L1 prefetch holds one of the core's few L1 miss buffers until its line
+ * arrives from memory; an L2 prefetch leaves them to the loads. The 2048-float distance above was
+ * measured on a Zen 5 with L1 prefetches, which stay there; on the Intel 1024 and 4096 floats gave
+ * the same times as 2048. */
 #ifndef PREFETCH512_L2
 #define PREFETCH512_L2 (-1)
 #endif
@@ -147,7 +147,8 @@ static const tile_fn TILES[2][7] = {{0, tile_1, tile_2, tile_3, tile_4, tile_5, 
  * is still one accumulator updated by fma in k order: the same bits as the AVX2 tiles. */
 #define WIDE 12
 #define A512 __attribute__((target("avx512f")))
-static int prefetch_l2 = PREFETCH512_L2 < 0 ? 0 : PREFETCH512_L2; /* set with has_avx512(), before the tiles' first use */
+/* set with has_avx512(), before the tiles' first use */
+static int prefetch_l2 = PREFETCH512_L2 < 0 ? 0 : PREFETCH512_L2;
 static inline __attribute__((always_inline)) A512 __m512 loadw16(const void *p, int64_t i, const int half) {
     return half ? _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)((const uint16_t *)p + i)))
                 : _mm512_load_ps((const float *)p + i);

@@ -314,6 +314,13 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     assert [r["step"] for r in rest] == [*range(2, n + 1), n]  # the batches the first part did not see, no more
     with pytest.raises(SystemExit, match="--continue needs --init"):
         main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "c"), "--continue"])
+    # --layers: the same head read from other target layers (a warm start keeps its weights)
+    main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "d"), "--init", str(tmp_path / "a" / "head3"),
+          "--layers", "1", "3", "7", "--max-minutes", "1e-9"])
+    cfg = json.load(open(tmp_path / "d" / "head3" / "config.json"))
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 7]
+    with pytest.raises(ValueError, match="the target has 8 layers"):
+        main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "e"), "--layers", "1", "3", "8"])
 
 
 def test_heldout_only_generation_answers_exactly_the_prompts_every_trainer_holds_out(tmp_path):

@@ -120,6 +120,9 @@ def _train3_parser(sub) -> None:
     t3.add_argument("--max-shards", type=int, default=None)
     t3.add_argument("--max-records", type=int, default=None, help="train on the first N sequences only")
     t3.add_argument("--init", default=None, help="warm start: an EAGLE-3 head directory (its draft vocabulary kept)")
+    t3.add_argument("--layers", type=int, nargs=3, default=None, metavar="L",
+                    help="the three target layers whose inputs the head reads (default: the --init head's, else "
+                         "2, N//2, N-3); with --init, its fc's three blocks are moved to these layers as they are")
     t3.add_argument("--random-init", action="store_true",
                     help="start fc, norm and lm_head at random (the official trainer) instead of from the target's "
                          "LM head, final norm and highest captured layer")

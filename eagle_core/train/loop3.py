@@ -211,7 +211,9 @@ def _initial_head3(args, target, records, ckpt: str):
     V = target.vocab_size
     vocab = draft_vocabulary3(records, min(args.draft_vocab or V, V), V)
     torch.manual_seed(args.seed)
-    head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=len(vocab))).to(target.device)
+    layers = tuple(args.layers) if getattr(args, "layers", None) else None
+    head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=len(vocab), layers=layers))
+    head = head.to(target.device)
     head.set_draft_vocab(vocab)
     init = getattr(args, "init", None)
     if init and not os.path.exists(ckpt):
@@ -219,6 +221,10 @@ def _initial_head3(args, target, records, ckpt: str):
 
         head = load_head3(init, target, target.device, torch.float32).train()  # its draft vocabulary too
         print(f"initialised from {init}", flush=True)
+        if layers:  # the same weights, read from other layers of the target
+            head.config.layers = layers
+    if layers:
+        head.config.layers_for(int(target.config.num_hidden_layers))  # refuses layers the target lacks
     if not init and not getattr(args, "random_init", False):
         init_from_target(head, target, head.config.layers_for(int(target.config.num_hidden_layers)))
     carried = None

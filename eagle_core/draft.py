@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from . import kernels, lean_head
+from . import draft_fused, kernels, lean_head
 from .kernels.rows import row_topk
 from .config import DecodeSettings
 from .head import EagleHead, HeadCache
@@ -98,6 +98,8 @@ class Drafter:
         self._head_int8(head, own and self.HEAD_WEIGHTS == "int8")
         # the head's drafting pass in a few calls where it applies (eagle_core/lean_head.py)
         self.lean, self.lean_note = lean_head.build(head)
+        # and where that pass is one layer.c call, the whole pass and the draft's top k in one call
+        self.fused, self.fused_note = draft_fused.build(self)
 
     @staticmethod
     def _check_fits(head, target) -> None:
@@ -151,8 +153,12 @@ class Drafter:
         """(m, H) predicted features -> each row's k best draft tokens: their log q (descending)
         and target ids, as host lists (one transfer). On a CPU one row kernel call (rows.c's
         row_topk, where torch made three calls over the whole draft vocabulary a row)."""
+        k = min(k, self.lm.out_features)
+        if self.fused is not None and feats.is_contiguous() and self.fused.applies(feats):
+            top = self.fused.top(feats, k)
+            if top is not None:
+                return top
         logits = self._logits(feats)
-        k = min(k, logits.shape[-1])
         v, i = row_topk(logits, k) or torch.log_softmax(logits, -1).topk(k, dim=-1)
         v, i = torch.stack([v.double(), self._ids(i).double()]).tolist()  # one transfer from a device
         return v, [[int(t) for t in row] for row in i]
@@ -170,6 +176,9 @@ class Drafter:
     def catch_up(self, cache: HeadCache, feats: torch.Tensor, next_tokens: torch.Tensor, start_pos: int) -> torch.Tensor:
         """Feed committed pairs (f_t, x_{t+1}) for t = start_pos.. ; returns the root's predicted feature (H,)."""
         assert cache.length == start_pos, f"head cache holds {cache.length} positions, expected {start_pos}"
+        if self.fused is not None and self.fused.applies(feats):
+            rows = feats if feats.is_contiguous() else feats.contiguous()
+            return self.fused.run(next_tokens, list(rows), start_pos, 1, cache, None)[0][-1]
         pos = torch.arange(start_pos, start_pos + feats.shape[0], device=feats.device)
         return self._run(next_tokens, feats, pos, cache)[-1]
 
@@ -192,6 +201,27 @@ class Drafter:
             raise ValueError(f"method {s.method!r} does not draft")
         finally:
             cache.crop(committed)  # drop the tree's scratch entries
+
+    def _expand_top(self, cache: HeadCache, tree: TreeBuilder, frontier: list[int], parents: list[torch.Tensor],
+                    pos: int, k: int):
+        """_expand, then each node's top k: -> (features (m, H), (values, target ids) host lists or
+        None: then the caller asks _top). On a CPU one kernel call (eagle_core/draft_fused.py)."""
+        if self.fused is None or not self.fused.applies(parents[0]):
+            return self._expand(cache, tree, frontier, torch.stack(parents), pos), None
+        m, base = len(frontier), cache.length
+        rows = []
+        for j, node in enumerate(frontier):
+            row = bytearray(base + m)  # the kernel's mask row: 1 = may attend
+            row[:tree.committed] = b"\x01" * tree.committed
+            a = tree.parents[node]
+            while a > 0:
+                row[tree.slots[a]] = 1
+                a = tree.parents[a]
+            row[base + j] = 1
+            tree.slots[node] = base + j
+            rows.append(row)
+        return self.fused.run([tree.tokens[i] for i in frontier], parents, pos, 0, cache, bytes(b"".join(rows)),
+                              min(k, self.lm.out_features))
 
     def _expand(self, cache: HeadCache, tree: TreeBuilder, frontier: list[int], parent_feats: torch.Tensor,
                 pos: int) -> torch.Tensor:
@@ -222,11 +252,11 @@ class Drafter:
         (vs,), (ts,) = self._top(root_feat[None], width)
         frontier = [tree.add(t, 0, math.exp(v), v) for v, t in zip(vs, ts)]
         for d in range(1, depth):
-            pf = torch.stack([feats_of[tree.parents[i]] for i in frontier])
-            out = self._expand(cache, tree, frontier, pf, root_pos + d - 1)
+            parents = [feats_of[tree.parents[i]] for i in frontier]
+            out, top = self._expand_top(cache, tree, frontier, parents, root_pos + d - 1, width)
             for j, node in enumerate(frontier):
                 feats_of[node] = out[j]
-            vs, ts = self._top(out, width)  # (m, width) each; scores: a node's log q plus its parent's
+            vs, ts = top or self._top(out, width)  # (m, width) each; scores: a node's log q plus its parent's
             new = [tree.add(t, node, math.exp(v), tree.scores[node] + v)
                    for node, row_v, row_t in zip(frontier, vs, ts) for v, t in zip(row_v, row_t)]
             # the next frontier: the best `width` of this depth's new nodes by cumulative score

@@ -173,12 +173,17 @@ class LeanHead:
         head's own `rope` (each row has the bits head.rope gives for that position alone). The
         tables cover twice the head cache's capacity: a committed row sits below it and a draft
         node at most a tree depth above the committed ones, so no position is read to the host."""
+        cos, sin = self.rope_tables(capacity)
+        return cos[positions][:, None], sin[positions][:, None]
+
+    def rope_tables(self, capacity: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole tables rope_rows reads from: cos and sin' (N, d), N >= 2 * capacity, contiguous."""
         rope = self._rope
         if rope is None or rope[0].shape[0] < 2 * capacity:
             cos, sin = self.head.rope(torch.arange(2 * capacity), torch.float32, torch.device("cpu"))
             half = cos.shape[-1] // 2
-            rope = self._rope = (cos.unsqueeze(1), torch.cat((-sin[:, :half], sin[:, half:]), dim=-1).unsqueeze(1))
-        return rope[0][positions], rope[1][positions]
+            rope = self._rope = (cos.contiguous(), torch.cat((-sin[:, :half], sin[:, half:]), dim=-1).contiguous())
+        return rope
 
     def fuse(self, feats: torch.Tensor) -> torch.Tensor:
         """EAGLE-3: (m, 3H) the target's captured layer inputs -> (m, H), as head.fuse."""

@@ -19,6 +19,10 @@ Variants (--variants, default lean,modules,modules-sdpa):
   f32-lm-head   the draft LM head's rows as the target's float32 values (the default before)
   f16-head      the lean pass with the head's own products from their float16 values (the draft LM
                 head's rows int8): the default before 2026-12-06, when int8 head weights replaced it
+  unfused       the lean pass with the draft LM head and its top k as separate calls
+                (EAGLE_FUSED_DRAFT=0): the engine before a pass became one kernel call (2026-12-06)
+  float-x       the int8 products' float path (gemv8.c) where the int16 one would run (AVX-512
+                VNNI): the engine before 2026-12-06's afternoon
   torch-rows    the lean pass, with the drafter's top-k, the walk's row statistics and the cache's
                 compaction through torch (EAGLE_ROW_KERNEL=0 EAGLE_COMPACT_KERNEL=0), as before 2026-12-06
 """
@@ -37,7 +41,8 @@ import torch  # noqa: E402
 
 from eagle_core import DecodeSettings, lean_head, load_engine  # noqa: E402
 from eagle_core.bench.report import machine_info  # noqa: E402
-from eagle_core.kernels import attention, linear_of  # noqa: E402
+from eagle_core.draft_fused import ENV as FUSED_ENV  # noqa: E402
+from eagle_core.kernels import attention, library, linear_of  # noqa: E402
 from eagle_core.kernels.compact import ENV as COMPACT_ENV  # noqa: E402
 from eagle_core.kernels.rows import ENV as ROW_ENV  # noqa: E402
 
@@ -60,10 +65,14 @@ def variant(d, name: str):
     """Run the drafter `d` the way `name` says (see the module docstring), then restore it."""
     lean, lm, serves = d.lean, (d.lm_weight, d.lm), attention.serves_cache
     c_layers = lean.c_layers if lean is not None else None
-    env = {k: os.environ.get(k) for k in (ROW_ENV, COMPACT_ENV)}
+    env = {k: os.environ.get(k) for k in (ROW_ENV, COMPACT_ENV, FUSED_ENV)}
     try:
         if name == "torch-rows":
             os.environ[ROW_ENV] = os.environ[COMPACT_ENV] = "0"
+        if name == "unfused":
+            os.environ[FUSED_ENV] = "0"
+        if name == "float-x":
+            library().gemv8_allow_int16(0)
         if name == "f16-head":
             d._head_int8(d.head, False)
             d.lean = lean_head.build(d.head)[0]
@@ -82,12 +91,15 @@ def variant(d, name: str):
         elif name == "f32-lm-head" and d.vocab_map is not None:
             w32 = d.target.lm_head.weight[d.vocab_map].detach().clone()
             d.lm_weight, d.lm = w32, linear_of(w32, "smallgemm")
-        elif name not in ("lean", "lean-torch-ops", "modules", "modules-sdpa", "torch-rows", "f16-head"):
+        elif name not in ("lean", "lean-torch-ops", "modules", "modules-sdpa", "torch-rows", "f16-head", "unfused",
+                          "float-x"):
             raise SystemExit(f"unknown variant {name!r}")
         yield
     finally:
         if name == "f16-head":
             d._head_int8(d.head, type(d).HEAD_WEIGHTS == "int8")
+        if name == "float-x":
+            library().gemv8_allow_int16(1)
         d.lean, (d.lm_weight, d.lm), attention.serves_cache = lean, lm, serves
         for k, v in env.items():
             if v is None:

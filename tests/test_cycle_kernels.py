@@ -132,7 +132,7 @@ def test_decoding_is_the_same_with_the_cycle_kernels_switched_off(monkeypatch):
 
 
 @needs_kernels
-@pytest.mark.parametrize("n,k", [(1, 8), (5, 16), (37, 24), (8192, 576)])
+@pytest.mark.parametrize("n,k", [(1, 8), (5, 16), (37, 24), (37, 96), (3, 1728), (8192, 576)])
 def test_int8_rows_product_matches_a_float64_reference_and_is_batch_invariant(n, k):
     """gemv8.c: y = scale * (x . q) per output; the same row alone, in any batch (9 and more rows go
     8 at a time) and with any thread count."""
@@ -147,7 +147,8 @@ def test_int8_rows_product_matches_a_float64_reference_and_is_batch_invariant(n,
     state = K.SmallGemm8.prepare(rounded)
     x = torch.randn(11, k, generator=g)
     y = K.SmallGemm8.run(state, x, None)
-    ref = (x.double() @ rounded.double().T).float()
+    xr = K.SmallGemm8.x_as_int16(x) if K.SmallGemm8.int16_rows(k) else x  # what the kernel multiplies
+    ref = (xr.double() @ rounded.double().T).float()
     torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
     threads = torch.get_num_threads()
     try:
@@ -161,6 +162,12 @@ def test_int8_rows_product_matches_a_float64_reference_and_is_batch_invariant(n,
     lin = K.linear_of(rounded, "smallgemm8")
     with torch.inference_mode():
         assert torch.equal(lin(x), y)
+    # a NaN or an infinity in a row gives that row NaN outputs (callers look for NaN), the others unchanged
+    bad = x.clone()
+    bad[3, 0], bad[7, -1] = float("nan"), float("inf")
+    yb = K.SmallGemm8.run(state, bad, None)
+    keep = [i for i in range(11) if i not in (3, 7)]
+    assert yb[3].isnan().all() and not yb[7].isfinite().any() and torch.equal(yb[keep], y[keep])
 
 
 @needs_kernels

@@ -53,6 +53,19 @@ class SmallGemm8:
         return buf, n, k
 
     @staticmethod
+    def int16_rows(k: int) -> bool:
+        """True if this machine's product rounds each row of x to int16 first (gemv8.c: AVX-512 VNNI)."""
+        return library() is not None and bool(library().gemv8_int16(k))
+
+    @staticmethod
+    def x_as_int16(x: torch.Tensor) -> torch.Tensor:
+        """The float32 values gemv8.c's int16 path multiplies for x (m, k): each row rounded to the
+        nearest multiple of its scale max|x| / 32767 (a zero row: itself)."""
+        s = x.abs().amax(dim=1, keepdim=True) / 32767
+        s = torch.where(s > 0, s, torch.ones_like(s))
+        return torch.round(x / s) * s
+
+    @staticmethod
     def run(state, x, bias):
         buf, n, k = state
         scales = buf.data_ptr()

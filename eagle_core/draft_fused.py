@@ -1,0 +1,157 @@
+"""An EAGLE-1/2 drafting pass as ONE kernel call on a CPU (kernels/layer.c: head_pass, lm_top).
+
+A drafting cycle on the CPU tree is two head passes and two draft LM heads. Through the lean pass
+(eagle_core/lean_head.py) each pass is still ~30 torch operations and five kernel calls, and they
+run right after a verification has streamed the target's ~540 MB of weights through the caches:
+every Python and torch step then meets its code and data cold. Here a pass is the embedding rows,
+cat, fc, the decoder layer, the draft LM head, its top k and the ids in one call, and the root's
+top k a second. Every step is the operation the lean pass makes, through the same kernels, so the
+drafts and their q are the same bits (tests/test_draft_fused.py); only their cost changes
+(docs/performance.md).
+
+It applies where the lean pass runs a one-layer EAGLE-1/2 head as one layer.c call and the draft
+LM head is on eagle_core.kernels' own storages; elsewhere (EAGLE-3, other devices, other
+backends, hooks) `build` returns None and the drafter takes the lean pass. EAGLE_FUSED_DRAFT=0 in
+the environment keeps the lean pass, to measure the two against each other.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from . import kernels
+from .kernels.build import switched_off
+from .lean import _has_hooks
+
+ENV = "EAGLE_FUSED_DRAFT"
+_KIND = {kernels.SmallGemm.run: 0, kernels.SmallGemm16.run: 1, kernels.SmallGemm8.run: 2}
+_ERRORS = {-1: "out of memory", -2: "a token id outside the embedding table", -3: "a position outside the RoPE tables"}
+
+
+class _HeadPassArgs(ctypes.Structure):
+    """layer.c's HeadPass, field for field."""
+    _fields_ = [("embed", ctypes.c_void_p), ("vocab", ctypes.c_int64), ("D", ctypes.c_int64), ("H", ctypes.c_int64),
+                ("G", ctypes.c_int64), ("d", ctypes.c_int64), ("I", ctypes.c_int64), ("fc", ctypes.c_void_p),
+                ("fc_bias", ctypes.c_void_p), ("ln1", ctypes.c_void_p), ("ln2", ctypes.c_void_p),
+                ("eps1", ctypes.c_float), ("eps2", ctypes.c_float), ("scale", ctypes.c_float),
+                ("fc_kind", ctypes.c_int), ("layer_kind", ctypes.c_int), ("lm_kind", ctypes.c_int),
+                ("w", ctypes.c_void_p * 4), ("b", ctypes.c_void_p * 4), ("lm", ctypes.c_void_p),
+                ("lm_n", ctypes.c_int64), ("vocab_map", ctypes.c_void_p)]
+
+
+def _kind(product) -> int | None:
+    """The storage layer.c's gemm reads for a lean-pass product or a kernels.Linear, or None."""
+    run = getattr(product, "run", None) or getattr(getattr(product, "backend", None), "run", None)
+    return _KIND.get(run)
+
+
+def _ptr(t) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
+class FusedPass:
+    """The drafter's passes as kernel calls. What the call reads is rebuilt whenever the lean pass
+    repacks or the LM head's storage is prepared again, and the tensors it points into are kept."""
+
+    def __init__(self, drafter):
+        self.drafter = drafter
+        self._key, self._args, self._keep = None, None, ()
+
+    def _current(self) -> _HeadPassArgs | None:
+        d = self.drafter
+        lean, lm = d.lean, d.lm
+        packed = lean.packed()
+        if lm._version != kernels.weight_version(lm.weight):
+            lm.prepare()
+        key = (id(packed), id(lm._state))
+        if key != self._key:
+            self._args, self._keep = self._build(packed, lm)
+            self._key = key
+        return self._args
+
+    def _build(self, packed, lm):
+        d = self.drafter
+        (L,), fc = packed.layers, packed.fc
+        (args, half) = L.c_args
+        emb = d.embed.weight.detach()
+        vmap = d.vocab_map
+        a = _HeadPassArgs(embed=emb.data_ptr(), vocab=emb.shape[0], D=emb.shape[1], H=L.H, G=L.G, d=L.d, I=L.inter,
+                          fc=fc.state[0].data_ptr(), fc_bias=_ptr(fc.bias), ln1=args[0], ln2=args[2],
+                          eps1=args[1], eps2=args[3], scale=L.d ** -0.5, fc_kind=_kind(fc), layer_kind=half,
+                          lm_kind=_kind(lm), lm=lm._state[0].data_ptr(), lm_n=lm.out_features,
+                          vocab_map=_ptr(vmap))
+        a.w[:], a.b[:] = args[4::2], args[5::2]
+        return a, (packed, lm._state, emb, vmap)
+
+    def applies(self, feats: torch.Tensor) -> bool:
+        d = self.drafter
+        return (not switched_off(ENV) and d.lean is not None and d.lean.c_layers and d.lean.applies(feats)
+                and not _has_hooks(d.embed) and _kind(d.lm) is not None and kernels.library() is not None)
+
+    def run(self, tokens, feats: list[torch.Tensor], pos0: int, pos_step: int, cache, mask: bytes | None,
+            k: int = 0, top_from: int = 0):
+        """The head on n rows (tokens: a list or a CPU tensor of ids, each with its (H,) float32
+        feature) at head positions
+        pos0 + r * pos_step; mask: n rows of cache.length + n bytes (1 = may attend) or None for
+        causal. -> (h (n, H), and with k > 0 the top k of rows top_from.. as (values, target ids)
+        host lists, or None where the kernel could not serve them: the caller computes them)."""
+        a, lean = self._current(), self.drafter.lean
+        if isinstance(tokens, torch.Tensor):  # read in place (no transfer to the host's lists)
+            tokens = tokens.to(torch.int64).contiguous()
+            ids = ctypes.c_void_p(tokens.data_ptr())
+        else:
+            ids = (ctypes.c_int64 * len(tokens))(*tokens)
+        n, lc = len(tokens), cache.layers[0]
+        start, cap = lc.length, lc.k.shape[2]
+        if start + n > cap:
+            raise ValueError(f"head cache full ({cap} positions)")
+        cos, sin = lean.rope_tables(cap)
+        h = torch.empty(n, a.D)
+        rows = n - top_from if k > 0 else 0
+        top_v, top_i = (ctypes.c_float * (rows * k))(), (ctypes.c_int64 * (rows * k))()
+        rc = kernels.library().head_pass(
+            ctypes.byref(a), ids, (ctypes.c_void_p * n)(*[f.data_ptr() for f in feats]), n,
+            pos0, pos_step, cos.data_ptr(), sin.data_ptr(), cos.shape[0], lc.k.data_ptr(), lc.v.data_ptr(),
+            lc.k.stride(-3), start, mask, h.data_ptr(), top_from, k, top_v, top_i, torch.get_num_threads())
+        if rc < 0:
+            raise RuntimeError(f"drafting pass kernel: {_ERRORS.get(rc, rc)}")
+        lc.length = start + n
+        lean.c_calls += 1
+        return h, (_rows(top_v, top_i, rows, k) if k > 0 and rc == 0 else None)
+
+    def top(self, feats: torch.Tensor, k: int):
+        """(m, H) contiguous float32 features -> their top k as (values, target ids) host lists, or None."""
+        a = self._current()
+        m = feats.shape[0]
+        top_v, top_i = (ctypes.c_float * (m * k))(), (ctypes.c_int64 * (m * k))()
+        rc = kernels.library().lm_top(ctypes.byref(a), feats.data_ptr(), m, k, top_v, top_i, torch.get_num_threads())
+        if rc < 0:
+            raise RuntimeError(f"draft LM head kernel: {_ERRORS.get(rc, rc)}")
+        return _rows(top_v, top_i, m, k) if rc == 0 else None
+
+
+def _rows(top_v, top_i, m: int, k: int):
+    v, i = list(top_v), list(top_i)
+    return [v[r * k:(r + 1) * k] for r in range(m)], [i[r * k:(r + 1) * k] for r in range(m)]
+
+
+def build(drafter) -> tuple[FusedPass | None, str]:
+    """-> (the fused pass or None, why not), decided once per drafter; a call checks `applies`."""
+    lean = drafter.lean
+    if lean is None:
+        return None, "no lean head pass"
+    if lean.eagle3:
+        return None, "EAGLE-3 heads draft through the lean pass"
+    layers = lean.packed().layers
+    if len(layers) != 1 or layers[0].c_args is None or not lean.c_layers:
+        return None, "the head is not one layer.c layer"
+    if _kind(lean.packed().fc) is None or _kind(drafter.lm) is None:
+        return None, "fc or the draft LM head not on eagle_core.kernels' storages"
+    emb = getattr(drafter.embed, "weight", None)
+    if (not isinstance(drafter.embed, torch.nn.Embedding) or emb.dtype is not torch.float32
+            or emb.device.type != "cpu" or not emb.is_contiguous() or emb.shape[1] != drafter.head.config.hidden_size):
+        return None, "the target's embedding is not a float32 CPU table"
+    if drafter.vocab_map is not None and not drafter.vocab_map.is_contiguous():
+        return None, "draft vocabulary map not contiguous"
+    return FusedPass(drafter), ""

@@ -1,0 +1,106 @@
+"""An EAGLE-1/2 drafting pass as one kernel call (eagle_core.draft_fused): the same trees, q values
+and scores, bit for bit, as the lean pass's separate calls, for several tree shapes and for every
+storage of the head's products and of the draft LM head; the lean pass wherever it does not
+apply; clear errors for what the kernel refuses."""
+import pytest
+import torch
+
+from test_lean_head import _engine, _eagle2, _float16_values, _target
+from eagle_core import DecodeSettings, Engine
+from eagle_core.draft_fused import ENV
+
+from test_kernels import needs_smallgemm
+
+pytestmark = needs_smallgemm
+TREES = [(2, 2, 3), (3, 3, 8), (4, 4, 12), (5, 2, 9)]
+
+
+def _nodes(run):
+    return [[(n.token_id, n.parent, n.q, n.score) for n in c.nodes] for c in run.cycles]
+
+
+def _both(e, prompt, s, monkeypatch):
+    """The run with the fused pass, then with the lean pass's separate calls (EAGLE_FUSED_DRAFT=0)."""
+    d = e.drafter
+    calls = []
+    real = d.fused.run
+    monkeypatch.setattr(d.fused, "run", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    fused = e.run(prompt, s)
+    assert calls, "the fused pass did not run"
+    monkeypatch.setenv(ENV, "0")
+    n = len(calls)
+    separate = e.run(prompt, s)
+    monkeypatch.delenv(ENV)
+    assert len(calls) == n, "EAGLE_FUSED_DRAFT=0 still ran the fused pass"
+    return fused, separate
+
+
+@pytest.mark.parametrize("weights", ["int8", "as loaded"])
+@pytest.mark.parametrize("vocab", [None, "reduced"])
+def test_fused_pass_drafts_the_lean_pass_bits(weights, vocab, monkeypatch):
+    t = _target()
+    head = _float16_values(_eagle2(t))
+    draft_vocab = None if vocab is None else [3, 1, 4, 15, 9, 2, 6, 5, 30, 8, 28, 7, 11, 19, 21, 0]
+    e = _engine(t, head, weights=weights) if vocab is None else Engine(t, head, draft_vocab)
+    assert e.drafter.fused is not None, e.drafter.fused_note
+    van = e.run("abcab", DecodeSettings(method="vanilla", max_new_tokens=40)).summary.token_ids
+    for depth, width, total in TREES:
+        s = DecodeSettings(method="eagle2", depth=depth, tree_top_k=width, total_tokens=total, max_new_tokens=40)
+        fused, separate = _both(e, "abcab", s, monkeypatch)
+        assert fused.summary.token_ids == separate.summary.token_ids == van
+        assert _nodes(fused) == _nodes(separate)  # tokens, parents, q and scores: the same bits
+        assert any(len(c.nodes) > 3 for c in fused.cycles) or total <= 3
+
+
+def test_sampling_and_other_shapes_still_draft_through_the_lean_pass(monkeypatch):
+    """Chains and EAGLE-1's static tree expand through the lean pass; the root's top k of a sampled
+    EAGLE-2 run through lm_top: each the separate calls' bits."""
+    t = _target()
+    e = Engine(t, _eagle2(t))
+    for s in (DecodeSettings(method="chain", chain_length=3, max_new_tokens=30),
+              DecodeSettings(method="eagle1", max_new_tokens=30),
+              DecodeSettings(method="eagle2", depth=3, tree_top_k=2, total_tokens=5, temperature=1.0, seed=3,
+                             max_new_tokens=30)):
+        e.drafter.fused.run.__func__  # the bound method exists (not a spy left from another test)
+        monkeypatch.setenv(ENV, "1")
+        a = e.run("abcab", s)
+        monkeypatch.setenv(ENV, "0")
+        b = e.run("abcab", s)
+        assert a.summary.token_ids == b.summary.token_ids
+        assert _nodes(a) == _nodes(b)
+
+
+def test_fused_pass_refuses_what_it_cannot_read():
+    t = _target()
+    e = Engine(t, _eagle2(t))
+    d = e.drafter
+    cache = d.new_cache(16)
+    feats = torch.randn(2, 64)
+    with torch.inference_mode():
+        with pytest.raises(RuntimeError, match="token id outside the embedding table"):
+            d.fused.run([1, 99], list(feats), 0, 1, cache, None)
+        with pytest.raises(ValueError, match="head cache full"):
+            d.fused.run([1] * 17, list(torch.randn(17, 64)), 0, 1, cache, None)
+        assert cache.length == 0  # nothing written by a refused call
+        # a row the top-k kernel cannot serve (NaN): the fused call returns the features, no top k,
+        # and the drafter's torch path decides, as without the fused pass
+        h, top = d.fused.run([1, 2], [feats[0], torch.full((64,), float("nan"))], 0, 1, cache, None, k=2)
+        assert top is None and h.shape == (2, 64) and cache.length == 2
+        assert d.fused.top(torch.full((1, 64), float("nan")), 2) is None
+
+
+def test_where_the_fused_pass_does_not_apply_the_drafter_says_why(monkeypatch):
+    t = _target()
+    e = Engine(t, _eagle2(t, layers=2))
+    assert e.drafter.fused is None and "one layer.c layer" in e.drafter.fused_note
+    monkeypatch.setenv("EAGLE_C_LAYERS", "0")
+    e = Engine(t, _eagle2(t))
+    assert e.drafter.fused is None
+    monkeypatch.delenv("EAGLE_C_LAYERS")
+    e = Engine(t, _eagle2(t))
+    assert e.drafter3 is None or e.drafter3.fused is None
+    e.drafter.lean.c_layers = False  # switched off after load: the lean pass's torch operations run
+    s = DecodeSettings(method="eagle2", depth=2, tree_top_k=2, total_tokens=3, max_new_tokens=20)
+    assert not e.drafter.fused.applies(torch.zeros(64))
+    assert e.run("abcab", s).summary.token_ids == e.run("abcab", DecodeSettings(method="vanilla",
+                                                                               max_new_tokens=20)).summary.token_ids

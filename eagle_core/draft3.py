@@ -48,6 +48,9 @@ class Eagle3Drafter(Drafter):
         """Feed committed pairs (a_t, x_{t+1}), a_t = the target's captured layer inputs (m, 3H);
         returns the root's feature (H,) for the first draft step."""
         assert cache.length == start_pos, f"head cache holds {cache.length} positions, expected {start_pos}"
+        if self.fused is not None and self.fused.applies(feats):  # fc, norms and the layer in one call
+            rows = feats if feats.is_contiguous() else feats.contiguous()
+            return self.fused.run(next_tokens, list(rows), start_pos, 1, cache, None, fuse=True)[0][-1]
         if self.lean is not None and self.lean.applies(feats):
             fused = self.lean.fuse(feats)  # (m, H), the same bits as head.fuse
         else:

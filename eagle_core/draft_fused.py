@@ -1,18 +1,20 @@
-"""An EAGLE-1/2 drafting pass as ONE kernel call on a CPU (kernels/layer.c: head_pass, lm_top).
+"""A drafting pass as ONE kernel call on a CPU (kernels/layer.c: head_pass, lm_top).
 
 A drafting cycle on the CPU tree is two head passes and two draft LM heads. Through the lean pass
 (eagle_core/lean_head.py) each pass is still ~30 torch operations and five kernel calls, and they
 run right after a verification has streamed the target's ~540 MB of weights through the caches:
 every Python and torch step then meets its code and data cold. Here a pass is the embedding rows,
-cat, fc, the decoder layer, the draft LM head, its top k and the ids in one call, and the root's
-top k a second. Every step is the operation the lean pass makes, through the same kernels, so the
-drafts and their q are the same bits (tests/test_draft_fused.py); only their cost changes
-(docs/performance.md).
+the head's input (EAGLE-1/2: cat and fc; EAGLE-3: fc over the captured layers on a catch-up, the
+two input norms), the decoder layer, the draft LM head, its top k and the ids in one call, and the
+root's top k a second. For EAGLE-1/2 every step is the operation the lean pass makes, through the
+same kernels, so the drafts and their q are the same bits; EAGLE-3's norms are computed in C, equal
+to torch's to float32 rounding, as the lean pass's layer.c already does for the layer's own norm
+(tests/test_draft_fused.py). Only the cost changes (docs/performance.md).
 
-It applies where the lean pass runs a one-layer EAGLE-1/2 head as one layer.c call and the draft
-LM head is on eagle_core.kernels' own storages; elsewhere (EAGLE-3, other devices, other
-backends, hooks) `build` returns None and the drafter takes the lean pass. EAGLE_FUSED_DRAFT=0 in
-the environment keeps the lean pass, to measure the two against each other.
+It applies where the lean pass runs a one-layer head as one layer.c call and the draft LM head is on
+eagle_core.kernels' own storages; elsewhere (other devices, other backends, hooks, several layers)
+`build` returns None and the drafter takes the lean pass. EAGLE_FUSED_DRAFT=0 in the environment
+keeps the lean pass, to measure the two against each other.
 """
 from __future__ import annotations
 
@@ -37,7 +39,10 @@ class _HeadPassArgs(ctypes.Structure):
                 ("eps1", ctypes.c_float), ("eps2", ctypes.c_float), ("scale", ctypes.c_float),
                 ("fc_kind", ctypes.c_int), ("layer_kind", ctypes.c_int), ("lm_kind", ctypes.c_int),
                 ("w", ctypes.c_void_p * 4), ("b", ctypes.c_void_p * 4), ("lm", ctypes.c_void_p),
-                ("lm_n", ctypes.c_int64), ("vocab_map", ctypes.c_void_p)]
+                ("lm_n", ctypes.c_int64), ("vocab_map", ctypes.c_void_p), ("eagle3", ctypes.c_int),
+                ("norm_before_residual", ctypes.c_int), ("emb_norm", ctypes.c_void_p), ("hidden_norm", ctypes.c_void_p),
+                ("lm_norm", ctypes.c_void_p), ("emb_eps", ctypes.c_float), ("hidden_eps", ctypes.c_float),
+                ("lm_eps", ctypes.c_float), ("fc_in", ctypes.c_int64)]
 
 
 def _kind(product) -> int | None:
@@ -82,7 +87,15 @@ class FusedPass:
                           lm_kind=_kind(lm), lm=lm._state[0].data_ptr(), lm_n=lm.out_features,
                           vocab_map=_ptr(vmap))
         a.w[:], a.b[:] = args[4::2], args[5::2]
-        return a, (packed, lm._state, emb, vmap)
+        a.fc_in = d.head.fc.weight.shape[1]
+        norms = ()
+        if d.lean.eagle3:  # the midlayer's two input norms, the residual's choice, the head's final norm
+            (en, a.emb_eps), (hn, a.hidden_eps), final = packed.emb_norm, packed.hidden_norm, d.head.norm
+            norms = tuple(t.detach().contiguous() for t in (en, hn, final.weight))
+            a.eagle3, a.norm_before_residual = 1, int(packed.norm_before_residual)
+            a.emb_norm, a.hidden_norm, a.lm_norm = (t.data_ptr() for t in norms)
+            a.lm_eps, a.ln1, a.eps1 = final.eps, None, 0.0  # the layer reads the normed cat, not a norm of h
+        return a, (packed, lm._state, emb, vmap, norms)
 
     def applies(self, feats: torch.Tensor) -> bool:
         d = self.drafter
@@ -90,11 +103,12 @@ class FusedPass:
                 and not _has_hooks(d.embed) and _kind(d.lm) is not None and kernels.library() is not None)
 
     def run(self, tokens, feats: list[torch.Tensor], pos0: int, pos_step: int, cache, mask: bytes | None,
-            k: int = 0, top_from: int = 0):
+            k: int = 0, top_from: int = 0, fuse: bool = False):
         """The head on n rows (tokens: a list or a CPU tensor of ids, each with its (H,) float32
         feature) at head positions
         pos0 + r * pos_step; mask: n rows of cache.length + n bytes (1 = may attend) or None for
-        causal. -> (h (n, H), and with k > 0 the top k of rows top_from.. as (values, target ids)
+        causal; fuse (EAGLE-3's catch-up): the features are the target's captured layers, fused
+        by the head's fc first. -> (h (n, H), and with k > 0 the top k of rows top_from.. as (values, target ids)
         host lists, or None where the kernel could not serve them: the caller computes them)."""
         a, lean = self._current(), self.drafter.lean
         if isinstance(tokens, torch.Tensor):  # read in place (no transfer to the host's lists)
@@ -112,7 +126,7 @@ class FusedPass:
         top_v, top_i = (ctypes.c_float * (rows * k))(), (ctypes.c_int64 * (rows * k))()
         rc = kernels.library().head_pass(
             ctypes.byref(a), ids, (ctypes.c_void_p * n)(*[f.data_ptr() for f in feats]), n,
-            pos0, pos_step, cos.data_ptr(), sin.data_ptr(), cos.shape[0], lc.k.data_ptr(), lc.v.data_ptr(),
+            int(fuse), pos0, pos_step, cos.data_ptr(), sin.data_ptr(), cos.shape[0], lc.k.data_ptr(), lc.v.data_ptr(),
             lc.k.stride(-3), start, mask, h.data_ptr(), top_from, k, top_v, top_i, torch.get_num_threads())
         if rc < 0:
             raise RuntimeError(f"drafting pass kernel: {_ERRORS.get(rc, rc)}")
@@ -141,8 +155,6 @@ def build(drafter) -> tuple[FusedPass | None, str]:
     lean = drafter.lean
     if lean is None:
         return None, "no lean head pass"
-    if lean.eagle3:
-        return None, "EAGLE-3 heads draft through the lean pass"
     layers = lean.packed().layers
     if len(layers) != 1 or layers[0].c_args is None or not lean.c_layers:
         return None, "the head is not one layer.c layer"

@@ -1,11 +1,12 @@
-"""An EAGLE-1/2 drafting pass as one kernel call (eagle_core.draft_fused): the same trees, q values
-and scores, bit for bit, as the lean pass's separate calls, for several tree shapes and for every
-storage of the head's products and of the draft LM head; the lean pass wherever it does not
-apply; clear errors for what the kernel refuses."""
+"""A drafting pass as one kernel call (eagle_core.draft_fused): for EAGLE-1/2 the same trees, q
+values and scores, bit for bit, as the lean pass's separate calls, for several tree shapes and for
+every storage of the head's products and of the draft LM head; for EAGLE-3 the same trees and
+output, q to float32 rounding (its norms in C); the lean pass wherever it does not apply; clear
+errors for what the kernel refuses."""
 import pytest
 import torch
 
-from test_lean_head import _engine, _eagle2, _float16_values, _target
+from test_lean_head import INT8_TOL, _engine, _eagle2, _eagle3, _float16_values, _target
 from eagle_core import DecodeSettings, Engine
 from eagle_core.draft_fused import ENV
 
@@ -21,7 +22,7 @@ def _nodes(run):
 
 def _both(e, prompt, s, monkeypatch):
     """The run with the fused pass, then with the lean pass's separate calls (EAGLE_FUSED_DRAFT=0)."""
-    d = e.drafter
+    d = e.drafter3 if s.method == "eagle3" else e.drafter
     calls = []
     real = d.fused.run
     monkeypatch.setattr(d.fused, "run", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
@@ -52,6 +53,22 @@ def test_fused_pass_drafts_the_lean_pass_bits(weights, vocab, monkeypatch):
         assert any(len(c.nodes) > 3 for c in fused.cycles) or total <= 3
 
 
+@pytest.mark.parametrize("norm_before_residual", [False, True])
+@pytest.mark.parametrize("weights", ["int8", "as loaded"])
+def test_fused_eagle3_pass_drafts_the_lean_pass_trees(weights, norm_before_residual, monkeypatch):
+    t = _target()
+    e = _engine(t, head3=_float16_values(_eagle3(t, norm_before_residual)), weights=weights)
+    assert e.drafter3.fused is not None, e.drafter3.fused_note
+    van = e.run("abcab", DecodeSettings(method="vanilla", max_new_tokens=40)).summary.token_ids
+    for depth, width, total in TREES:
+        s = DecodeSettings(method="eagle3", depth=depth, tree_top_k=width, total_tokens=total, max_new_tokens=40)
+        fused, separate = _both(e, "abcab", s, monkeypatch)
+        assert fused.summary.token_ids == separate.summary.token_ids == van
+        for a, b in zip(_nodes(fused), _nodes(separate), strict=True):
+            assert [n[:2] for n in a] == [n[:2] for n in b]  # tokens and parents
+            assert [n[2] for n in a] == pytest.approx([n[2] for n in b], rel=INT8_TOL, abs=1e-5)
+
+
 def test_sampling_and_other_shapes_still_draft_through_the_lean_pass(monkeypatch):
     """Chains and EAGLE-1's static tree expand through the lean pass; the root's top k of a sampled
     EAGLE-2 run through lm_top: each the separate calls' bits."""
@@ -61,7 +78,6 @@ def test_sampling_and_other_shapes_still_draft_through_the_lean_pass(monkeypatch
               DecodeSettings(method="eagle1", max_new_tokens=30),
               DecodeSettings(method="eagle2", depth=3, tree_top_k=2, total_tokens=5, temperature=1.0, seed=3,
                              max_new_tokens=30)):
-        e.drafter.fused.run.__func__  # the bound method exists (not a spy left from another test)
         monkeypatch.setenv(ENV, "1")
         a = e.run("abcab", s)
         monkeypatch.setenv(ENV, "0")
@@ -98,7 +114,6 @@ def test_where_the_fused_pass_does_not_apply_the_drafter_says_why(monkeypatch):
     assert e.drafter.fused is None
     monkeypatch.delenv("EAGLE_C_LAYERS")
     e = Engine(t, _eagle2(t))
-    assert e.drafter3 is None or e.drafter3.fused is None
     e.drafter.lean.c_layers = False  # switched off after load: the lean pass's torch operations run
     s = DecodeSettings(method="eagle2", depth=2, tree_top_k=2, total_tokens=3, max_new_tokens=20)
     assert not e.drafter.fused.applies(torch.zeros(64))

@@ -95,8 +95,8 @@ def _declared(lib):
     lib.gemv8.restype = ctypes.c_int
     lib.gemv8_int16.argtypes = [i64]
     lib.gemv8_allow_int16.argtypes = [ctypes.c_int]
-    lib.head_pass.argtypes = [vp, vp, vp, i64, i64, i64, vp, vp, i64, vp, vp, i64, i64, vp, vp, i64, ctypes.c_int,
-                              vp, vp, ctypes.c_int]
+    lib.head_pass.argtypes = [vp, vp, vp, i64, ctypes.c_int, i64, i64, vp, vp, i64, vp, vp, i64, i64, vp, vp, i64,
+                              ctypes.c_int, vp, vp, ctypes.c_int]
     lib.head_pass.restype = ctypes.c_int
     lib.lm_top.argtypes = [vp, vp, i64, ctypes.c_int, vp, vp, ctypes.c_int]
     lib.lm_top.restype = ctypes.c_int

@@ -178,12 +178,13 @@ int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t 
 
 /* ---- A draft head's whole drafting pass in one call (eagle_core/draft_fused.py) ----------------
  *
- * An EAGLE-1/2 drafting pass through torch is ~30 operations and five kernel calls around the layer
- * above: the embedding rows, a cat, the fc product and its bias, RoPE rows, the mask, the draft LM
- * head, its top k, the ids. Warm they cost ~0.1 ms; but a pass runs right after a verification has
- * streamed ~540 MB through the caches, and there each Python and torch step meets its own code and
- * data cold (a lone torch.empty then takes ~70 us, not 1). Here the pass does the same arithmetic,
- * operation for operation, through the same kernels, so its results are the torch path's bits. */
+ * A drafting pass through torch is ~30 operations and five kernel calls around the layer above: the
+ * embedding rows, a cat, the fc product (EAGLE-1/2) or the two input norms (EAGLE-3), RoPE rows, the
+ * mask, the draft LM head, its top k, the ids. Warm they cost ~0.1 ms; but a pass runs right after a
+ * verification has streamed ~540 MB through the caches, and there each Python and torch step meets
+ * its code and data cold (a lone torch.empty then takes ~70 us, not 1). Here the pass makes the same
+ * operations through the same kernels: for EAGLE-1/2 its results are the torch path's bits; EAGLE-3's
+ * norms are rms_norm's above, equal to torch's to float32 rounding. */
 
 int row_topk(const float *x, int64_t rows, int64_t V, int64_t ld, int k, float *val_out, int64_t *idx_out);
 
@@ -192,7 +193,7 @@ int row_topk(const float *x, int64_t rows, int64_t V, int64_t ld, int k, float *
 typedef struct {
     const float *embed; /* the target's embedding table [vocab][D] */
     int64_t vocab, D, H, G, d, I;
-    const void *fc;     /* fc: cat(embed, feature) [2D] -> [D] */
+    const void *fc;     /* EAGLE-1/2: cat(embed, feature) [2D] -> [D]; EAGLE-3: the captured layers [F] -> [D] */
     const float *fc_bias;
     const float *ln1, *ln2; /* the layer's norms (ln1 NULL: no input norm, EAGLE-2's first layer) */
     float eps1, eps2, scale;
@@ -202,6 +203,12 @@ typedef struct {
     const void *lm;     /* the draft LM head [lm_n][D] */
     int64_t lm_n;
     const int64_t *vocab_map; /* draft id -> target id, or NULL */
+    /* EAGLE-3 (eagle3 = 1): q/k/v read cat(norm(embed), norm(h)); the residual is h, or norm(h) with
+     * norm_before_residual; the LM head reads lm_norm(h); a catch-up's features are F = fc_in wide */
+    int eagle3, norm_before_residual;
+    const float *emb_norm, *hidden_norm, *lm_norm;
+    float emb_eps, hidden_eps, lm_eps;
+    int64_t fc_in;
 } HeadPass;
 
 static __thread float *pass_buf = NULL;
@@ -220,44 +227,77 @@ static float *pass_scratch(size_t floats) {
 /* The k best draft tokens of m rows x [m][D]: log-softmax values (descending) and target ids.
  * Returns 0; 1 where rows.c's row_topk cannot serve (the caller then uses torch); -1 out of memory. */
 int lm_top(const HeadPass *p, const float *x, int64_t m, int k, float *top_v, int64_t *top_i, int nthreads) {
-    float *logits = pass_scratch((size_t)(m * p->lm_n));
+    const int64_t D = p->D;
+    float *logits = pass_scratch((size_t)(m * p->lm_n + (p->lm_norm ? m * D : 0)));
     if (!logits) return -1;
-    gemm(p->lm_kind, x, m, p->D, p->lm, p->lm_n, p->D, NULL, logits, p->lm_n, nthreads);
+    if (p->lm_norm) { /* EAGLE-3: the head's final norm first */
+        float *xn = logits + m * p->lm_n;
+        rms_norm(x, p->lm_norm, p->lm_eps, m, D, xn);
+        x = xn;
+    }
+    gemm(p->lm_kind, x, m, D, p->lm, p->lm_n, D, NULL, logits, p->lm_n, nthreads);
     if (row_topk(logits, m, p->lm_n, p->lm_n, k, top_v, top_i)) return 1;
     if (p->vocab_map)
         for (int64_t i = 0; i < m * k; i++) top_i[i] = p->vocab_map[top_i[i]];
     return 0;
 }
 
-/* n rows: tokens[r] and the feature at feats[r] (D floats) at head position pos0 + r * pos_step.
- * h [n][D] receives the layer's output; the new keys / values go to rows L0.. of kbuf / vbuf (as
- * decoder_layer). cos_t / sin_t: RoPE tables [rope_rows][d]. mask: [n][L0 + n] bytes, nonzero = may
- * attend, or NULL for causal. k > 0: the top k of rows top_from..n-1 as lm_top. Returns 0, 1 (the
- * top k not served: h is), -1 out of memory, -2 a token outside the table, -3 a position outside
- * the RoPE tables. */
-int head_pass(const HeadPass *p, const int64_t *tokens, const float *const *feats, int64_t n, int64_t pos0,
-              int64_t pos_step, const float *cos_t, const float *sin_t, int64_t rope_rows, float *kbuf, float *vbuf,
-              int64_t ldh, int64_t L0, const uint8_t *mask, float *h, int64_t top_from, int k, float *top_v,
-              int64_t *top_i, int nthreads) {
-    const int64_t D = p->D, d = p->d, L = L0 + n;
-    float *x = pass_scratch((size_t)(n * 2 * D + 2 * n * d + (mask ? n * L : 0)));
+/* The input of the q/k/v product for n rows, into x [n][2D], and the residual into h [n][D].
+ * EAGLE-1/2: x = cat(embed, feature) and h = fc(x) (the layer then reads h itself). EAGLE-3: the
+ * feature g (fuse: fc over the F-wide captured layers, else the row given), x = cat(norm(embed),
+ * norm(g)), h = g or norm(g). e: the embedding rows [n][D], f: the feature rows. */
+static void pass_input(const HeadPass *p, const float *e, const float *const *f, int64_t n, int fuse, float *x,
+                       float *g, float *h, int nthreads) {
+    const int64_t D = p->D;
+    if (!p->eagle3) {
+        for (int64_t r = 0; r < n; r++) {
+            memcpy(x + r * 2 * D, e + r * D, sizeof(float) * D);
+            memcpy(x + r * 2 * D + D, f[r], sizeof(float) * D);
+        }
+        gemm(p->fc_kind, x, n, 2 * D, p->fc, D, 2 * D, p->fc_bias, h, D, nthreads);
+        return;
+    }
+    if (fuse) { /* x holds the captured rows for the moment: n x F <= the scratch's n x max(2D, F) */
+        for (int64_t r = 0; r < n; r++) memcpy(x + r * p->fc_in, f[r], sizeof(float) * p->fc_in);
+        gemm(p->fc_kind, x, n, p->fc_in, p->fc, D, p->fc_in, p->fc_bias, g, D, nthreads);
+    } else {
+        for (int64_t r = 0; r < n; r++) memcpy(g + r * D, f[r], sizeof(float) * D);
+    }
+    for (int64_t r = 0; r < n; r++) {
+        rms_norm(e + r * D, p->emb_norm, p->emb_eps, 1, D, x + r * 2 * D);
+        rms_norm(g + r * D, p->hidden_norm, p->hidden_eps, 1, D, x + r * 2 * D + D);
+        memcpy(h + r * D, p->norm_before_residual ? x + r * 2 * D + D : g + r * D, sizeof(float) * D);
+    }
+}
+
+/* n rows: tokens[r] and the feature at feats[r] (D floats; F with fuse, EAGLE-3's catch-up) at head
+ * position pos0 + r * pos_step. h [n][D] receives the layer's output; the new keys / values go to
+ * rows L0.. of kbuf / vbuf (as decoder_layer). cos_t / sin_t: RoPE tables [rope_rows][d]. mask:
+ * [n][L0 + n] bytes, nonzero = may attend, or NULL for causal. k > 0: the top k of rows
+ * top_from..n-1 as lm_top. Returns 0, 1 (the top k not served: h is), -1 out of memory, -2 a token
+ * outside the table, -3 a position outside the RoPE tables. */
+int head_pass(const HeadPass *p, const int64_t *tokens, const float *const *feats, int64_t n, int fuse,
+              int64_t pos0, int64_t pos_step, const float *cos_t, const float *sin_t, int64_t rope_rows, float *kbuf,
+              float *vbuf, int64_t ldh, int64_t L0, const uint8_t *mask, float *h, int64_t top_from, int k,
+              float *top_v, int64_t *top_i, int nthreads) {
+    const int64_t D = p->D, d = p->d, L = L0 + n, xw = p->fc_in > 2 * D ? p->fc_in : 2 * D;
+    float *x = pass_scratch((size_t)(n * xw + 2 * n * D + 2 * n * d + (mask ? n * L : 0)));
     if (!x) return -1;
-    float *cos = x + n * 2 * D, *sin = cos + n * d, *amask = mask ? sin + n * d : NULL;
+    float *e = x + n * xw, *g = e + n * D, *cos = g + n * D, *sin = cos + n * d, *amask = mask ? sin + n * d : NULL;
     for (int64_t r = 0; r < n; r++) {
         int64_t pos = pos0 + r * pos_step;
         if (tokens[r] < 0 || tokens[r] >= p->vocab) return -2;
         if (pos < 0 || pos >= rope_rows) return -3;
-        memcpy(x + r * 2 * D, p->embed + tokens[r] * D, sizeof(float) * D);
-        memcpy(x + r * 2 * D + D, feats[r], sizeof(float) * D);
+        memcpy(e + r * D, p->embed + tokens[r] * D, sizeof(float) * D);
         memcpy(cos + r * d, cos_t + pos * d, sizeof(float) * d);
         memcpy(sin + r * d, sin_t + pos * d, sizeof(float) * d);
     }
     if (mask)
         for (int64_t i = 0; i < n * L; i++) amask[i] = mask[i] ? 0.0f : -INFINITY;
-    gemm(p->fc_kind, x, n, 2 * D, p->fc, D, 2 * D, p->fc_bias, h, D, nthreads);
+    pass_input(p, e, feats, n, fuse && p->eagle3, x, g, h, nthreads);
     if (decoder_layer(h, n, D, p->H, p->G, d, p->I, p->ln1, p->eps1, p->ln2, p->eps2, p->w[0], p->b[0], p->w[1],
                       p->b[1], p->w[2], p->b[2], p->w[3], p->b[3], cos, sin, kbuf, vbuf, ldh, L0, amask, p->scale,
-                      nthreads, NULL, D, p->layer_kind))
+                      nthreads, p->eagle3 ? x : NULL, p->eagle3 ? 2 * D : D, p->layer_kind))
         return -1;
     return k > 0 ? lm_top(p, h + top_from * D, n - top_from, k, top_v, top_i, nthreads) : 0;
 }

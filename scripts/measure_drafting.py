@@ -110,13 +110,14 @@ def variant(d, name: str):
             lean.c_layers = c_layers
 
 
-def measure(prompts, max_new: int, variants: list[str], tree: str = "2,2,4") -> dict:
+def measure(prompts, max_new: int, variants: list[str], tree: str = "2,2,4", method: str = "eagle2") -> dict:
     e = load_engine(None, None, None)
-    d = e.drafter
+    d = e.drafter3 if method == "eagle3" else e.drafter
     depth, top_k, total = (int(v) for v in tree.split(","))
-    eag = DecodeSettings(method="eagle2", depth=depth, tree_top_k=top_k, total_tokens=total, max_new_tokens=max_new)
+    eag = DecodeSettings(method=method, depth=depth, tree_top_k=top_k, total_tokens=total, max_new_tokens=max_new)
     van = DecodeSettings(method="vanilla", max_new_tokens=max_new)
-    out = {"machine": machine_info("cpu"), "vanilla_ms_per_token": [], **{name: [] for name in variants}}
+    out = {"machine": machine_info("cpu"), "method": method, "vanilla_ms_per_token": [],
+           **{name: [] for name in variants}}
     for q in prompts:
         v = e.run(q, van).summary
         out["vanilla_ms_per_token"].append(v.wall_s / v.new_tokens * 1000)
@@ -133,8 +134,9 @@ def measure(prompts, max_new: int, variants: list[str], tree: str = "2,2,4") -> 
 
 def summary(out: dict) -> str:
     step = statistics.median(out["vanilla_ms_per_token"])
-    lines = [f"{out['machine']['cpu']}, {out['machine']['threads']} threads; vanilla {step:.2f} ms a token (median)"]
-    for name in [k for k in out if k not in ("machine", "vanilla_ms_per_token")]:
+    lines = [f"{out['machine']['cpu']}, {out['machine']['threads']} threads, {out.get('method', 'eagle2')}; "
+             f"vanilla {step:.2f} ms a token (median)"]
+    for name in [k for k in out if k not in ("machine", "method", "vanilla_ms_per_token")]:
         v = out[name]
         med = lambda k: statistics.median(x[k] for x in v)  # noqa: E731
         lines.append(f"{name}: drafting {med('draft_ms_per_cycle'):.2f} ms a cycle "
@@ -153,10 +155,11 @@ def main(argv=None) -> None:
     ap.add_argument("--variants", default="lean,modules,modules-sdpa")
     ap.add_argument("--tree", default="2,2,4", help="depth,top_k,total (2,2,4: every figure in the docs so far; "
                     "the cpu preset is 2,2,3 since 2026-12-04)")
+    ap.add_argument("--method", default="eagle2", choices=["eagle2", "eagle3"], help="the head that drafts")
     ap.add_argument("--json-out", default=None)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    out = measure(one_per_category(a.prompts), a.max_new_tokens, a.variants.split(","), a.tree)
+    out = measure(one_per_category(a.prompts), a.max_new_tokens, a.variants.split(","), a.tree, a.method)
     print(summary(out))
     if a.json_out:
         with open(a.json_out, "w") as f:

@@ -50,7 +50,7 @@ draft vocabulary (`d2t` maps a draft id to a target id), where EAGLE-1/2 borrow 
 head; verification still uses the target's full vocabulary, so the output stays the target's. The EAGLE-3 head shipped here for
 SmolLM2 has had about 11.3 hours of training on CPUs, two full passes over the same 2.44 M answer tokens
 as the EAGLE-2 head (which had 5.4 hours): τ 1.68 on all of MT-bench against 1.86 for the EAGLE-2 head
-on the CPU tree, 1.38× against 1.54× vanilla (after one pass it had 1.66; the second EAGLE-3 head, after
+on the CPU tree, 1.39× against 1.56× vanilla (after one pass it had 1.66; the second EAGLE-3 head, after
 1.5 hours, 1.56). Over the first pass its first guess went from right 35% to 45% of the time; the second
 pass took it to 48%, flat at the end. At this amount of data EAGLE-2 keeps the
 lead: it learns to predict the target's whole next feature (576 numbers a token) and borrows the

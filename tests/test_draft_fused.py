@@ -36,6 +36,17 @@ def _both(e, prompt, s, monkeypatch):
     return fused, separate
 
 
+def _over_trees(e, method, monkeypatch):
+    """For each tree shape: (its total, the fused run, the separate calls' run), both checked
+    identical to vanilla."""
+    van = e.run("abcab", DecodeSettings(method="vanilla", max_new_tokens=40)).summary.token_ids
+    for depth, width, total in TREES:
+        s = DecodeSettings(method=method, depth=depth, tree_top_k=width, total_tokens=total, max_new_tokens=40)
+        fused, separate = _both(e, "abcab", s, monkeypatch)
+        assert fused.summary.token_ids == separate.summary.token_ids == van
+        yield total, fused, separate
+
+
 @pytest.mark.parametrize("weights", ["int8", "as loaded"])
 @pytest.mark.parametrize("vocab", [None, "reduced"])
 def test_fused_pass_drafts_the_lean_pass_bits(weights, vocab, monkeypatch):
@@ -44,11 +55,7 @@ def test_fused_pass_drafts_the_lean_pass_bits(weights, vocab, monkeypatch):
     draft_vocab = None if vocab is None else [3, 1, 4, 15, 9, 2, 6, 5, 30, 8, 28, 7, 11, 19, 21, 0]
     e = _engine(t, head, weights=weights) if vocab is None else Engine(t, head, draft_vocab)
     assert e.drafter.fused is not None, e.drafter.fused_note
-    van = e.run("abcab", DecodeSettings(method="vanilla", max_new_tokens=40)).summary.token_ids
-    for depth, width, total in TREES:
-        s = DecodeSettings(method="eagle2", depth=depth, tree_top_k=width, total_tokens=total, max_new_tokens=40)
-        fused, separate = _both(e, "abcab", s, monkeypatch)
-        assert fused.summary.token_ids == separate.summary.token_ids == van
+    for total, fused, separate in _over_trees(e, "eagle2", monkeypatch):
         assert _nodes(fused) == _nodes(separate)  # tokens, parents, q and scores: the same bits
         assert any(len(c.nodes) > 3 for c in fused.cycles) or total <= 3
 
@@ -59,11 +66,7 @@ def test_fused_eagle3_pass_drafts_the_lean_pass_trees(weights, norm_before_resid
     t = _target()
     e = _engine(t, head3=_float16_values(_eagle3(t, norm_before_residual)), weights=weights)
     assert e.drafter3.fused is not None, e.drafter3.fused_note
-    van = e.run("abcab", DecodeSettings(method="vanilla", max_new_tokens=40)).summary.token_ids
-    for depth, width, total in TREES:
-        s = DecodeSettings(method="eagle3", depth=depth, tree_top_k=width, total_tokens=total, max_new_tokens=40)
-        fused, separate = _both(e, "abcab", s, monkeypatch)
-        assert fused.summary.token_ids == separate.summary.token_ids == van
+    for _, fused, separate in _over_trees(e, "eagle3", monkeypatch):
         for a, b in zip(_nodes(fused), _nodes(separate), strict=True):
             assert [n[:2] for n in a] == [n[:2] for n in b]  # tokens and parents
             assert [n[2] for n in a] == pytest.approx([n[2] for n in b], rel=INT8_TOL, abs=1e-5)

@@ -104,21 +104,27 @@ static inline void rope(const float *x, const float *cos, const float *sin, int6
     for (int64_t i = half; i < d; i++) out[i] = x[i] * cos[i] + x[i - half] * sin[i];
 }
 
-/* The calling thread's scratch buffer, grown as needed and kept (never freed: at most a few MB a
+/* A scratch buffer of the calling thread, grown as needed and kept (never freed: at most a few MB a
  * thread). A malloc / free per call passes glibc's mmap threshold from 5 rows up, so every layer
  * of a verification mapped fresh pages (faulted in by both OpenMP threads) and unmapped them. */
-static __thread float *scratch_buf = NULL;
-static __thread size_t scratch_cap = 0;
+typedef struct {
+    float *buf;
+    size_t cap;
+} Scratch;
 
-static float *scratch(size_t floats) {
-    if (floats > scratch_cap) {
-        float *p = (float *)realloc(scratch_buf, sizeof(float) * floats);
+static float *grown(Scratch *s, size_t floats) {
+    if (floats > s->cap) {
+        float *p = (float *)realloc(s->buf, sizeof(float) * floats);
         if (!p) return NULL;
-        scratch_buf = p;
-        scratch_cap = floats;
+        s->buf = p;
+        s->cap = floats;
     }
-    return scratch_buf;
+    return s->buf;
 }
+
+static __thread Scratch layer_scratch = {NULL, 0};
+
+static float *scratch(size_t floats) { return grown(&layer_scratch, floats); }
 
 /* h: [m][D] the residual stream, updated in place. ln1/ln2: [D]; the input of the q/k/v product is
  * RMSNorm(h) with ln1, or (ln1 NULL) xin [m][K1], or (both NULL) h itself (a draft head's layer:
@@ -211,18 +217,9 @@ typedef struct {
     int64_t fc_in;
 } HeadPass;
 
-static __thread float *pass_buf = NULL;
-static __thread size_t pass_cap = 0;
+static __thread Scratch pass_scratch_ = {NULL, 0}; /* the pass's own: decoder_layer uses layer_scratch */
 
-static float *pass_scratch(size_t floats) {
-    if (floats > pass_cap) {
-        float *p = (float *)realloc(pass_buf, sizeof(float) * floats);
-        if (!p) return NULL;
-        pass_buf = p;
-        pass_cap = floats;
-    }
-    return pass_buf;
-}
+static float *pass_scratch(size_t floats) { return grown(&pass_scratch_, floats); }
 
 /* The k best draft tokens of m rows x [m][D]: log-softmax values (descending) and target ids.
  * Returns 0; 1 where rows.c's row_topk cannot serve (the caller then uses torch); -1 out of memory. */

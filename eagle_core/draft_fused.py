@@ -61,19 +61,22 @@ class FusedPass:
 
     def __init__(self, drafter):
         self.drafter = drafter
-        self._key, self._args, self._keep = None, None, ()
+        self._key, self._current_args = None, None
 
-    def _current(self) -> _HeadPassArgs | None:
+    def _current(self) -> tuple[_HeadPassArgs, tuple]:
+        """(the call's constant part, the tensors it points into: the caller holds them for the call,
+        so a rebuild by another thread cannot free them under it)."""
         d = self.drafter
         lean, lm = d.lean, d.lm
         packed = lean.packed()
         if lm._version != kernels.weight_version(lm.weight):
             lm.prepare()
         key = (id(packed), id(lm._state))
+        current = self._current_args
         if key != self._key:
-            self._args, self._keep = self._build(packed, lm)
+            current = self._current_args = self._build(packed, lm)
             self._key = key
-        return self._args
+        return current
 
     def _build(self, packed, lm):
         d = self.drafter
@@ -104,13 +107,16 @@ class FusedPass:
 
     def run(self, tokens, feats: list[torch.Tensor], pos0: int, pos_step: int, cache, mask: bytes | None,
             k: int = 0, top_from: int = 0, fuse: bool = False):
-        """The head on n rows (tokens: a list or a CPU tensor of ids, each with its (H,) float32
-        feature) at head positions
-        pos0 + r * pos_step; mask: n rows of cache.length + n bytes (1 = may attend) or None for
-        causal; fuse (EAGLE-3's catch-up): the features are the target's captured layers, fused
-        by the head's fc first. -> (h (n, H), and with k > 0 the top k of rows top_from.. as (values, target ids)
-        host lists, or None where the kernel could not serve them: the caller computes them)."""
-        a, lean = self._current(), self.drafter.lean
+        """The head on n rows (tokens: a list or a CPU tensor of ids; feats: each row's float32
+        feature, contiguous) at head positions pos0 + r * pos_step. mask: n rows of cache.length + n
+        bytes (1 = may attend), or None for causal. fuse (EAGLE-3's catch-up): the features are the
+        target's captured layers, fused by the head's fc first. -> (h (n, H), and with k > 0 the
+        top k of rows top_from.. as (values, target ids) host lists, or None where the kernel could
+        not serve them: the caller computes them)."""
+        (a, keep), lean = self._current(), self.drafter.lean
+        width = a.fc_in if fuse and a.eagle3 else a.D
+        if any(f.numel() != width or f.dtype is not torch.float32 or not f.is_contiguous() for f in feats):
+            raise ValueError(f"drafting pass: each feature must be {width} contiguous float32 values")
         if isinstance(tokens, torch.Tensor):  # read in place (no transfer to the host's lists)
             tokens = tokens.to(torch.int64).contiguous()
             ids = ctypes.c_void_p(tokens.data_ptr())
@@ -128,6 +134,7 @@ class FusedPass:
             ctypes.byref(a), ids, (ctypes.c_void_p * n)(*[f.data_ptr() for f in feats]), n,
             int(fuse), pos0, pos_step, cos.data_ptr(), sin.data_ptr(), cos.shape[0], lc.k.data_ptr(), lc.v.data_ptr(),
             lc.k.stride(-3), start, mask, h.data_ptr(), top_from, k, top_v, top_i, torch.get_num_threads())
+        del keep  # (held through the call)
         if rc < 0:
             raise RuntimeError(f"drafting pass kernel: {_ERRORS.get(rc, rc)}")
         lc.length = start + n
@@ -136,10 +143,11 @@ class FusedPass:
 
     def top(self, feats: torch.Tensor, k: int):
         """(m, H) contiguous float32 features -> their top k as (values, target ids) host lists, or None."""
-        a = self._current()
+        a, keep = self._current()
         m = feats.shape[0]
         top_v, top_i = (ctypes.c_float * (m * k))(), (ctypes.c_int64 * (m * k))()
         rc = kernels.library().lm_top(ctypes.byref(a), feats.data_ptr(), m, k, top_v, top_i, torch.get_num_threads())
+        del keep
         if rc < 0:
             raise RuntimeError(f"draft LM head kernel: {_ERRORS.get(rc, rc)}")
         return _rows(top_v, top_i, m, k) if rc == 0 else None

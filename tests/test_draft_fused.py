@@ -100,6 +100,8 @@ def test_fused_pass_refuses_what_it_cannot_read():
             d.fused.run([1, 99], list(feats), 0, 1, cache, None)
         with pytest.raises(ValueError, match="head cache full"):
             d.fused.run([1] * 17, list(torch.randn(17, 64)), 0, 1, cache, None)
+        with pytest.raises(ValueError, match="each feature must be 64 contiguous float32 values"):
+            d.fused.run([1, 2], [feats[0], torch.zeros(32)], 0, 1, cache, None)
         assert cache.length == 0  # nothing written by a refused call
         # a row the top-k kernel cannot serve (NaN): the fused call returns the features, no top k,
         # and the drafter's torch path decides, as without the fused pass

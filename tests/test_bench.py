@@ -128,14 +128,17 @@ class _CharTokenizer:
         return 0
 
 
-def test_profile_buckets_cover_the_cycle():
-    """The cProfile breakdown finds the engine's functions and its buckets add up to the cycle."""
+@pytest.mark.parametrize("fused", ["1", "0"])
+def test_profile_buckets_cover_the_cycle(fused, monkeypatch):
+    """The cProfile breakdown finds the engine's functions and its buckets add up to the cycle,
+    with the fused kernel drafting pass (where the kernels build) and without it."""
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from eagle_core import DecodeSettings, Engine, from_model, random_head
+    from eagle_core import DecodeSettings, Engine, from_model, kernels, random_head
     from eagle_core.bench.cycle_profile import profile_cycles
 
+    monkeypatch.setenv("EAGLE_FUSED_DRAFT", fused)
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=32, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
@@ -144,8 +147,12 @@ def test_profile_buckets_cover_the_cycle():
     p = profile_cycles(Engine(target, random_head(target), None, "random"), "count to five",
                        DecodeSettings(method="eagle2", max_new_tokens=12, depth=3, tree_top_k=3, total_tokens=6))
     buckets = dict(p["buckets"])
-    assert "Target.forward" not in p["missing"] and buckets["verify: target body"] > 0
-    assert buckets["draft: head layer (LeanHead.__call__ or EagleHead.forward)"] > 0
+    assert p["missing"] == [] and "Target.forward" not in p["idle"] and buckets["verify: target body"] > 0
+    assert buckets["draft: head layer (FusedPass.run, LeanHead.__call__ or EagleHead.forward)"] > 0
+    if fused == "1" and kernels.library() is not None:
+        assert "FusedPass.run" not in p["idle"] and "Drafter._expand" in p["idle"]
+    else:
+        assert "FusedPass.run" in p["idle"] and buckets["draft: head inputs (embedding, concat)"] > 0
     assert sum(buckets.values()) == pytest.approx(p["cycle_ms"])
     assert buckets["other (loop, tensors, stop checks)"] > -0.05 * p["cycle_ms"]  # no double counting
 

@@ -21,31 +21,31 @@ def _key(fn):
 
 
 def _engine_functions() -> dict:
-    from .. import decode, draft, head, lean_head, target, tree
+    from .. import decode, draft, draft_fused, head, lean_head, target, tree
 
     g = lambda obj, name: getattr(obj, name, None)  # noqa: E731  (tolerate engine refactors)
     return {
         "Target.forward": g(target.Target, "forward"), "Target.logits": g(target.Target, "logits"),
         "EagleHead.forward": g(head.EagleHead, "forward"), "LeanHead.__call__": g(lean_head.LeanHead, "__call__"),
-        "Drafter._logits": g(draft.Drafter, "_logits"),
+        "FusedPass.run": g(draft_fused.FusedPass, "run"), "FusedPass.top": g(draft_fused.FusedPass, "top"),
+        "Drafter._logits": g(draft.Drafter, "_logits"), "Drafter._expand_top": g(draft.Drafter, "_expand_top"),
         "Drafter._run": g(draft.Drafter, "_run"), "Drafter._expand": g(draft.Drafter, "_expand"),
         "Drafter.catch_up": g(draft.Drafter, "catch_up"), "Drafter.draft": g(draft.Drafter, "draft"),
         "tree_attention_mask": g(tree, "tree_attention_mask"), "tree_positions": g(tree, "tree_positions"),
         "compact_cache": g(decode, "compact_cache"), "Generation._accept": g(decode.Generation, "_accept"),
-        "Generation._record": g(decode.Generation, "_record"), "Generation._delta": g(decode.Generation, "_delta"),
+        "Generation._record": g(decode.Generation, "_record"), "TextStream.push": g(decode.TextStream, "push"),
     }
 
 
 def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, float]], list[str]]:
-    """[(bucket, seconds)] over the profiled cycles, and the names of functions not found."""
+    """[(bucket, seconds)] over the profiled cycles, the names of functions not found, and of those not called."""
     fns = _engine_functions()
     keys = {n: _key(f) for n, f in fns.items()}
     st = stats.stats  # {key: (cc, nc, tt, ct, callers)}
-    missing = [n for n, k in keys.items() if (k is None or k not in st)
-               and n not in ("EagleHead.forward", "LeanHead.__call__")]
-    if keys["EagleHead.forward"] not in st and keys["LeanHead.__call__"] not in st:
-        missing.append("EagleHead.forward / LeanHead.__call__")
-
+    # missing: renamed or removed (its bucket reads 0); idle: not called in these cycles (the fused
+    # kernel pass on a CPU stands in for the lean and module passes, a device or setting for others)
+    missing = [n for n, k in keys.items() if k is None]
+    idle = [n for n, k in keys.items() if k is not None and k not in st]
     def ct(name):
         k = keys[name]
         return st[k][3] if k in st else 0.0
@@ -57,17 +57,21 @@ def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, flo
             return 0.0
         return st[k][4][kc][3]
 
-    # the head's layer: the lean pass where it applies, else the modules (a profile sees one of them)
-    head_layer, draft_lm = ct("EagleHead.forward") + ct("LeanHead.__call__"), ct("Drafter._logits")
-    head_inputs = ct("Drafter._run") - head_layer
-    draft_mask = ct("Drafter._expand") - ct_from("Drafter._run", "Drafter._expand")
+    # the head's layer: the fused kernel pass on a CPU (it also takes the expanded nodes' top k),
+    # else the lean pass where it applies, else the modules
+    torch_layer = ct("EagleHead.forward") + ct("LeanHead.__call__")
+    head_layer, draft_lm = torch_layer + ct("FusedPass.run"), ct("Drafter._logits") + ct("FusedPass.top")
+    head_inputs = ct("Drafter._run") - torch_layer
+    draft_mask = (ct("Drafter._expand") - ct_from("Drafter._run", "Drafter._expand")
+                  + ct("Drafter._expand_top") - ct_from("FusedPass.run", "Drafter._expand_top")
+                  - ct_from("Drafter._expand", "Drafter._expand_top"))
     drafting = ct("Drafter.catch_up") + ct("Drafter.draft")
     # Target.logits is wrapped by torch.inference_mode, so its direct caller is the wrapper; every
     # LM-head call inside a profiled cycle comes from _accept (the prefill is not profiled).
     accept_lm = ct("Target.logits")
     rows = [
-        ("draft: head layer (LeanHead.__call__ or EagleHead.forward)", head_layer),
-        ("draft: draft LM head + softmax (Drafter._logits)", draft_lm),
+        ("draft: head layer (FusedPass.run, LeanHead.__call__ or EagleHead.forward)", head_layer),
+        ("draft: draft LM head + top k (FusedPass.top or Drafter._logits)", draft_lm),
         ("draft: head inputs (embedding, concat)", head_inputs),
         ("draft: head attention masks (_expand)", draft_mask),
         ("draft: tree search bookkeeping (top-k, scores, select)",
@@ -77,17 +81,17 @@ def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, flo
         ("verify: target LM head", ct("Target.logits")),
         ("verify: acceptance walk (excl. LM head)", ct("Generation._accept") - accept_lm),
         ("update: KV cache compaction", ct("compact_cache")),
-        ("trace: cycle record + text delta", ct("Generation._record") + ct("Generation._delta")),
+        ("trace: cycle record + text delta", ct("Generation._record") + ct("TextStream.push")),
     ]
     rows.append(("other (loop, tensors, stop checks)", total_s - sum(v for _, v in rows)))
-    return rows, missing
+    return rows, missing, idle
 
 
 def profile_cycles(engine, prompt: str, settings, top: int = 12) -> dict:
     """Run one generation; profile every cycle after the first (the first includes the prefill).
 
     Returns {"cycles", "cycle_ms" (profiled), "cycle_ms_unprofiled", "buckets": [(name, ms per cycle)],
-    "missing": [...], "top_functions": [(name, self ms per cycle, calls per cycle)]}.
+    "missing": [names not in the engine], "idle": [names not called], "top_functions": [(name, self ms per cycle, calls per cycle)]}.
     """
     # an unprofiled run of the same generation for the true cycle time
     run = engine.run(prompt, settings)
@@ -113,13 +117,13 @@ def profile_cycles(engine, prompt: str, settings, top: int = 12) -> dict:
     if cycles == 0:
         raise ValueError("the generation ended after one cycle; ask for more new tokens")
     stats = pstats.Stats(prof)
-    rows, missing = _breakdown(stats, total)
+    rows, missing, idle = _breakdown(stats, total)
     per = 1e3 / cycles
     funcs = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]
     return {
         "cycles": cycles, "tau": gen.run.summary.tau if gen.run else None,
         "cycle_ms": total * per, "cycle_ms_unprofiled": plain_ms,
-        "buckets": [(name, v * per) for name, v in rows], "missing": missing,
+        "buckets": [(name, v * per) for name, v in rows], "missing": missing, "idle": idle,
         "top_functions": [(f"{k[2]} ({k[0].rsplit('/', 1)[-1]}:{k[1]})", v[2] * per, v[1] / cycles) for k, v in funcs],
     }
 
@@ -132,6 +136,8 @@ def profile_markdown(p: dict) -> str:
         lines.append(f"| {name} | {ms:.2f} | {ms / p['cycle_ms']:.0%} |")
     if p["missing"]:
         lines += ["", f"Not found in the engine (bucket reads 0): {', '.join(p['missing'])}."]
+    if p.get("idle"):
+        lines += ["", f"Not called in these cycles (another path served them): {', '.join(p['idle'])}."]
     lines += ["", "Top functions by self time (torch ops appear as builtins):", "",
               "| function | self ms / cycle | calls / cycle |", "|---|---|---|"]
     for name, ms, calls in p["top_functions"]:

@@ -272,6 +272,19 @@ def test_kernel_table_shape():
     assert md.count("(1.00x)") >= 5 * len(names), "every shape's 1-row time is its own base"
     assert "10.0 GB/s" in md and kernels.cpu_model() in md
 
+
+def test_warm_products_read_a_forwards_bytes_from_one_weight():
+    """--warm: one weight (a slice of a large one) run as often as a forward reads the bytes."""
+    from eagle_core.bench.kernels import measure, render_markdown, warm_plan
+
+    assert warm_plan(576, 576, 60) == (576, 60)  # 1.3 MB: whole
+    assert warm_plan(49152, 576, 1) == (1041, 48)  # 113 MB: 1,041-row slices (2.4 MB), 48 passes
+    rows, passes = warm_plan(1000, 100, 3, limit=40_000)
+    assert rows == 100 and passes == 30 and rows * passes == 1000 * 3
+    rows = measure(rows=(1, 2), repeats=2, backends=["smallgemm"], warm=True, hidden=16, kv=8, mlp=32, vocab=64, layers=2)
+    assert all(r["smallgemm"] > 0 for r in rows)
+    assert "kept in the caches" in render_markdown(rows, 1, 10.0, warm=True)
+
 def test_forward_timing_never_times_a_forward_straight_after_the_bandwidth_read(monkeypatch):
     """kernels report: the 256 MB read leaves the caches colder than a forward does, so the forward
     timed after it (k = 1, the bound's numerator) measured ~1 ms slow; an untimed forward now follows

@@ -13,6 +13,11 @@ same process:
    k new tokens, body and LM head, per backend and for the engine's chosen path, with t(k)/t(1)
    and t(1) against the streaming bound (see forward_costs.py).
 
+With `--warm` the products table reuses one copy of each weight (one slice of a weight over 2.4 MB,
+the LM head's 1,041 of 49,152 rows), so it stays in the caches: the products' arithmetic with the bytes almost
+free. Where a row count's warm sum is near the streaming bound, memory and arithmetic must overlap
+perfectly for that many rows to cost no more than one.
+
 On a GPU these products cost nearly the same for k = 1..64, which is what makes tree
 verification cheap there; the tables show what they cost here.
 """
@@ -36,20 +41,36 @@ def shapes(hidden: int = 576, kv: int = 192, mlp: int = 1536, vocab: int = 49152
             "gate, up": (mlp, hidden, 2 * layers), "down": (hidden, mlp, layers), "lm head": (vocab, hidden, 1)}
 
 
-def measure(rows=PRODUCT_ROWS, repeats: int = 5, backends=None, **shape_kw) -> list[dict]:
-    """One dict per (shape, M): ms per pass over `per forward` distinct weights, for each backend."""
+WARM_BYTES = 2_400_000  # a weight larger than this is run warm as slices of at most this many bytes
+
+
+def warm_plan(n_out: int, n_in: int, count: int, limit: int = WARM_BYTES) -> tuple[int, int]:
+    """-> (rows of the one weight kept warm, passes over it): the passes read a forward's bytes
+    (count x n_out rows, rounded up to whole slices)."""
+    rows = n_out if n_out * n_in * 4 <= limit else max(1, limit // (n_in * 4))
+    return rows, -(-count * n_out // rows)
+
+
+
+def measure(rows=PRODUCT_ROWS, repeats: int = 5, backends=None, warm: bool = False, **shape_kw) -> list[dict]:
+    """One dict per (shape, M): ms per pass over `per forward` distinct weights, for each backend
+    (warm: over one weight, or one slice of it, as many times as a forward reads its bytes: warm_plan)."""
     torch.manual_seed(0)
     names = backends or [b for b in kernels.AUTO_CANDIDATES if kernels.BACKENDS[b].available()]
     out = []
     with torch.inference_mode():
         for name, (n_out, n_in, count) in shapes(**shape_kw).items():
-            ws = [torch.randn(n_out, n_in) / n_in ** 0.5 for _ in range(count)]
+            if warm:
+                rows_w, passes = warm_plan(n_out, n_in, count)
+                ws = [torch.randn(rows_w, n_in) / n_in ** 0.5] * passes
+            else:
+                ws = [torch.randn(n_out, n_in) / n_in ** 0.5 for _ in range(count)]
             for m in rows:
                 x = torch.randn(m, n_in)
                 row = {"weights": name, "shape": f"{n_out}x{n_in}", "per_forward": count, "rows": m}
                 for b in names:
                     backend = kernels.BACKENDS[b]
-                    states = [backend.prepare(w) for w in ws]
+                    states = [backend.prepare(w) for w in ws[:1]] * len(ws) if warm else [backend.prepare(w) for w in ws]
                     row[b] = 1e3 * median_s(lambda: [backend.run(st, x, None) for st in states], repeats, warmup=1)
                 out.append(row)
     return out
@@ -60,10 +81,12 @@ def _header(threads: int, bandwidth: float) -> str:
             f"{bandwidth:.1f} GB/s (measured in the same process).")
 
 
-def render_markdown(rows: list[dict], threads: int, bandwidth: float) -> str:
+def render_markdown(rows: list[dict], threads: int, bandwidth: float, warm: bool = False) -> str:
     names = [k for k in rows[0] if k not in ("weights", "shape", "per_forward", "rows")]
     ms = sorted({r["rows"] for r in rows})
-    lines = [_header(threads, bandwidth) + " fp32 products, ms per pass over `per forward` distinct weights "
+    over = ("one weight kept in the caches (of a weight over 2.4 MB, one slice), as many times as a forward "
+            "reads its bytes" if warm else "`per forward` distinct weights")
+    lines = [_header(threads, bandwidth) + f" fp32 products, ms per pass over {over} "
              "(median), and in brackets the time relative to 1 row.", "",
              "| weights | shape | per forward | rows | " + " | ".join(names) + " |",
              "|---|---|---|---|" + "---|" * len(names)]
@@ -88,6 +111,7 @@ def main(argv=None) -> str:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--backends", default=",".join(kernels.AUTO_CANDIDATES),
                     help="comma list of eagle_core.kernels backends (openblas: run it on its own, its threads spin)")
+    ap.add_argument("--warm", action="store_true", help="products from the caches: their arithmetic alone")
     ap.add_argument("--update-doc", default=None, metavar="MD")
     args = ap.parse_args(argv)
     if args.threads:
@@ -95,9 +119,10 @@ def main(argv=None) -> str:
     threads = torch.get_num_threads()
     bw = kernels.stream_bandwidth()
     backends = [b for b in args.backends.split(",") if b]
-    md = render_markdown(measure(tuple(int(m) for m in args.rows.split(",")), args.repeats, backends), threads, bw)
+    rows = tuple(int(m) for m in args.rows.split(","))
+    md = render_markdown(measure(rows, args.repeats, backends, warm=args.warm), threads, bw, warm=args.warm)
     print(md)
-    if args.update_doc:
+    if args.update_doc and not args.warm:
         replace_block(args.update_doc, "kernels", md)
     if args.forward:
         from ..target import load_target

@@ -111,7 +111,8 @@ class DecodeSettings:
 # Named presets. "cpu" is the tree with the most measured tokens/s on a 2-core CPU with the
 # shipped head (docs/performance.md: verifying more tokens costs more than it gains there; 2,2,3
 # since each layer became one C call, 2-5% faster than the earlier 2,2,4 in five sweeps, all 80
-# MT-bench prompts among them: 1.32x against 1.29x vanilla);
+# MT-bench prompts among them: 1.32x against 1.29x vanilla; swept again once drafting became one
+# kernel call, Zen 4, all 80 prompts: 2,2,3 to 4,2,5 within 1% in one run, 2,2,3 2-5% ahead in another);
 # "explain" is a tree big enough to read in the app; "gpu" is the published EAGLE-2 default
 # (60 draft tokens, depth 6, top_k 10).
 PRESETS: dict[str, dict] = {

@@ -318,3 +318,23 @@ def test_forward_timing_never_times_a_forward_straight_after_the_bandwidth_read(
     assert after_read == [("forward", 1)] * 3  # the untimed one
     forwards = [e for e in events if e[0] == "forward"]
     assert len(forwards) == 1 + (3 + 2) * 2 + 3  # the prompt, each round's two k, one after each read
+
+
+def test_tree_sweep_runs_each_tree_with_each_method():
+    """tree_sweep: vanilla, then every (method, tree), all greedy outputs identical to vanilla's."""
+    from eagle_core import Engine, parse_tree, random_head, random_head3
+    from eagle_core.bench.prompts import Prompt
+    from eagle_core.bench.tree_sweep import render_markdown, sweep
+    from test_head3 import tiny_target8
+
+    target = tiny_target8()
+    engine = Engine(target, random_head(target), None, "random", head3=random_head3(target), head3_name="random3")
+    prompts = [Prompt(index=i, category="t", text=t) for i, t in enumerate(["abc", "hello"])]
+    trees = [parse_tree("2,2,3"), parse_tree("3,2,5")]
+    stats = sweep(engine, prompts, trees, max_new_tokens=10, log=lambda *_: None, methods=("eagle2", "eagle3"))
+    assert list(stats) == ["vanilla", "eagle2 2,2,3", "eagle3 2,2,3", "eagle2 3,2,5", "eagle3 3,2,5"]
+    assert all(st["identical"] == st["prompts"] == 2 and st["tokens"] == 20 for st in stats.values())
+    assert all(st["tau"] >= 1.0 for st in stats.values()) and stats["vanilla"]["speedup"] == 1.0
+    assert "| eagle3 3,2,5 |" in render_markdown(stats, {"cpu": "test", "threads": 1})
+    only2 = sweep(engine, prompts[:1], trees[:1], max_new_tokens=4, log=lambda *_: None)
+    assert list(only2) == ["vanilla", "2,2,3"]

@@ -1,9 +1,10 @@
 """Which EAGLE-2 tree decodes fastest here: vanilla and several trees, interleaved per prompt.
 
     python -m eagle_core.bench.tree_sweep --prompts ../shared/data/eval/mt_bench_question.jsonl \
-        --limit 12 --tree 2,2,4 3,3,6 3,4,8 4,4,10 4,6,12 5,6,16 5,8,24 --threads 2
+        --limit 12 --tree 2,2,4 3,3,6 3,4,8 4,4,10 4,6,12 5,6,16 5,8,24 --threads 2 [--methods eagle2,eagle3]
 
-Each prompt is decoded by vanilla and by EAGLE-2 with every tree (depth,width,total_tokens, the
+Each prompt is decoded by vanilla and by EAGLE-2 (and with --methods eagle2,eagle3 also EAGLE-3,
+which drafts the same kind of tree) with every tree (depth,width,total_tokens, the
 order of config.parse_tree) one after another, so a drift in machine speed hits all settings
 alike; the table gives tokens/s, tau and the speedup over vanilla summed over all prompts, and
 whether every greedy output equals vanilla's. The winner is what the `cpu` preset should be.
@@ -23,11 +24,13 @@ from .report import machine_info
 SWEEP = parse_trees(["2,2,4", "3,3,6", "3,4,8", "4,4,10", "4,6,12", "5,6,16", "5,8,24"])  # the default trees swept
 
 
-def sweep(engine, prompts, trees, max_new_tokens: int = 128, log=print) -> dict:
-    """{"vanilla": {...}, "d,k,t": {...}}: tokens, seconds, cycles, tau and identical-output counts."""
+def sweep(engine, prompts, trees, max_new_tokens: int = 128, log=print, methods=("eagle2",)) -> dict:
+    """{"vanilla": {...}, "d,k,t": {...}}: tokens, seconds, cycles, tau and identical-output counts
+    (with more than EAGLE-2 in `methods`, keys "eagle2 d,k,t", "eagle3 d,k,t")."""
     base = DecodeSettings(method="vanilla", max_new_tokens=max_new_tokens)
     settings = {"vanilla": base}
-    settings.update({t.text: base.with_(method="eagle2", **t.fields()) for t in trees})
+    label = (lambda m, t: t.text) if tuple(methods) == ("eagle2",) else (lambda m, t: f"{m} {t.text}")
+    settings.update({label(m, t): base.with_(method=m, **t.fields()) for t in trees for m in methods})
     engine.run(prompts[0].text, base.with_(max_new_tokens=8))  # warm-up
     stats = {name: dict(tokens=0, seconds=0.0, cycles=0, committed=0.0, identical=0, prompts=0) for name in settings}
     for p in prompts:
@@ -72,6 +75,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--per-category", type=int, default=None, help="at most N prompts per category (before --limit)")
     ap.add_argument("--head", default=None, help="EAGLE-1/2 head directory (default: the shipped head)")
     add_tree_argument(ap, multiple=True, default=SWEEP)
+    ap.add_argument("--methods", default="eagle2", help="comma list of eagle2, eagle3 (each tree with each)")
+    ap.add_argument("--head3", default=None, help="EAGLE-3 head directory (default: the shipped EAGLE-3 head)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--json-out", default=None)
@@ -80,11 +85,13 @@ def main(argv=None) -> dict:
         torch.set_num_threads(args.threads)
     from ..engine_loading import load_engine
 
-    trees = list(args.tree)
-    engine = load_engine(head=args.head, methods=("eagle2",))
+    trees, methods = list(args.tree), tuple(m for m in args.methods.split(",") if m)
+    if not methods or set(methods) - {"eagle2", "eagle3"}:
+        ap.error(f"--methods takes eagle2 and/or eagle3 (got {args.methods!r})")
+    engine = load_engine(head=args.head, head3=args.head3, methods=methods)
     target, name = engine.target, engine.head_name
     prompts = load_prompts(args.prompts, per_category=args.per_category)[:args.limit]
-    stats = sweep(engine, prompts, trees, args.max_new_tokens)
+    stats = sweep(engine, prompts, trees, args.max_new_tokens, methods=methods)
     info = {**machine_info(target.device), "kernels": target.describe(), "head": name}
     md = render_markdown(stats, info)
     print(md)

@@ -281,7 +281,8 @@ def test_warm_products_read_a_forwards_bytes_from_one_weight():
     assert warm_plan(49152, 576, 1) == (1041, 48)  # 113 MB: 1,041-row slices (2.4 MB), 48 passes
     rows, passes = warm_plan(1000, 100, 3, limit=40_000)
     assert rows == 100 and passes == 30 and rows * passes == 1000 * 3
-    rows = measure(rows=(1, 2), repeats=2, backends=["smallgemm"], warm=True, hidden=16, kv=8, mlp=32, vocab=64, layers=2)
+    rows = measure(rows=(1, 2), repeats=2, backends=["smallgemm"], warm=True,
+                   hidden=16, kv=8, mlp=32, vocab=64, layers=2)
     assert all(r["smallgemm"] > 0 for r in rows)
     assert "kept in the caches" in render_markdown(rows, 1, 10.0, warm=True)
 

@@ -37,8 +37,9 @@ def _engine_functions() -> dict:
     }
 
 
-def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, float]], list[str]]:
-    """[(bucket, seconds)] over the profiled cycles, the names of functions not found, and of those not called."""
+def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, float]], list[str], list[str]]:
+    """[(bucket, seconds)] over the profiled cycles, the names of functions not found, and of those
+    not called."""
     fns = _engine_functions()
     keys = {n: _key(f) for n, f in fns.items()}
     st = stats.stats  # {key: (cc, nc, tt, ct, callers)}
@@ -46,6 +47,7 @@ def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, flo
     # kernel pass on a CPU stands in for the lean and module passes, a device or setting for others)
     missing = [n for n, k in keys.items() if k is None]
     idle = [n for n, k in keys.items() if k is not None and k not in st]
+
     def ct(name):
         k = keys[name]
         return st[k][3] if k in st else 0.0
@@ -91,7 +93,8 @@ def profile_cycles(engine, prompt: str, settings, top: int = 12) -> dict:
     """Run one generation; profile every cycle after the first (the first includes the prefill).
 
     Returns {"cycles", "cycle_ms" (profiled), "cycle_ms_unprofiled", "buckets": [(name, ms per cycle)],
-    "missing": [names not in the engine], "idle": [names not called], "top_functions": [(name, self ms per cycle, calls per cycle)]}.
+    "missing": [names not in the engine], "idle": [names not called],
+    "top_functions": [(name, self ms per cycle, calls per cycle)]}.
     """
     # an unprofiled run of the same generation for the true cycle time
     run = engine.run(prompt, settings)

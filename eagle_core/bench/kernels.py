@@ -51,7 +51,6 @@ def warm_plan(n_out: int, n_in: int, count: int, limit: int = WARM_BYTES) -> tup
     return rows, -(-count * n_out // rows)
 
 
-
 def measure(rows=PRODUCT_ROWS, repeats: int = 5, backends=None, warm: bool = False, **shape_kw) -> list[dict]:
     """One dict per (shape, M): ms per pass over `per forward` distinct weights, for each backend
     (warm: over one weight, or one slice of it, as many times as a forward reads its bytes: warm_plan)."""
@@ -70,7 +69,8 @@ def measure(rows=PRODUCT_ROWS, repeats: int = 5, backends=None, warm: bool = Fal
                 row = {"weights": name, "shape": f"{n_out}x{n_in}", "per_forward": count, "rows": m}
                 for b in names:
                     backend = kernels.BACKENDS[b]
-                    states = [backend.prepare(w) for w in ws[:1]] * len(ws) if warm else [backend.prepare(w) for w in ws]
+                    # warm: every pass reads the one prepared weight
+                    states = [backend.prepare(ws[0])] * len(ws) if warm else [backend.prepare(w) for w in ws]
                     row[b] = 1e3 * median_s(lambda: [backend.run(st, x, None) for st in states], repeats, warmup=1)
                 out.append(row)
     return out

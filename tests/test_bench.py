@@ -8,6 +8,7 @@ import pytest
 
 from eagle_core.bench.prompts import load_prompts
 from eagle_core.bench.report import summarize
+from test_kernels import needs_smallgemm
 
 PROMPTS = [
     {"prompt": "Name three primary colors.", "category": "writing"},
@@ -273,6 +274,7 @@ def test_kernel_table_shape():
     assert "10.0 GB/s" in md and kernels.cpu_model() in md
 
 
+@needs_smallgemm
 def test_warm_products_read_a_forwards_bytes_from_one_weight():
     """--warm: one weight (a slice of a large one) run as often as a forward reads the bytes."""
     from eagle_core.bench.kernels import measure, render_markdown, warm_plan
@@ -285,6 +287,7 @@ def test_warm_products_read_a_forwards_bytes_from_one_weight():
                    hidden=16, kv=8, mlp=32, vocab=64, layers=2)
     assert all(r["smallgemm"] > 0 for r in rows)
     assert "kept in the caches" in render_markdown(rows, 1, 10.0, warm=True)
+
 
 def test_forward_timing_never_times_a_forward_straight_after_the_bandwidth_read(monkeypatch):
     """kernels report: the 256 MB read leaves the caches colder than a forward does, so the forward

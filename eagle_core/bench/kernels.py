@@ -59,18 +59,15 @@ def measure(rows=PRODUCT_ROWS, repeats: int = 5, backends=None, warm: bool = Fal
     out = []
     with torch.inference_mode():
         for name, (n_out, n_in, count) in shapes(**shape_kw).items():
-            if warm:
-                rows_w, passes = warm_plan(n_out, n_in, count)
-                ws = [torch.randn(rows_w, n_in) / n_in ** 0.5] * passes
-            else:
-                ws = [torch.randn(n_out, n_in) / n_in ** 0.5 for _ in range(count)]
+            # warm: one weight (or slice) prepared once and read `passes` times; else `count` distinct ones
+            n_w, passes = warm_plan(n_out, n_in, count) if warm else (n_out, 1)
+            ws = [torch.randn(n_w, n_in) / n_in ** 0.5 for _ in range(1 if warm else count)]
             for m in rows:
                 x = torch.randn(m, n_in)
                 row = {"weights": name, "shape": f"{n_out}x{n_in}", "per_forward": count, "rows": m}
                 for b in names:
                     backend = kernels.BACKENDS[b]
-                    # warm: every pass reads the one prepared weight
-                    states = [backend.prepare(ws[0])] * len(ws) if warm else [backend.prepare(w) for w in ws]
+                    states = [backend.prepare(w) for w in ws] * passes
                     row[b] = 1e3 * median_s(lambda: [backend.run(st, x, None) for st in states], repeats, warmup=1)
                 out.append(row)
     return out
@@ -84,8 +81,8 @@ def _header(threads: int, bandwidth: float) -> str:
 def render_markdown(rows: list[dict], threads: int, bandwidth: float, warm: bool = False) -> str:
     names = [k for k in rows[0] if k not in ("weights", "shape", "per_forward", "rows")]
     ms = sorted({r["rows"] for r in rows})
-    over = ("one weight kept in the caches (of a weight over 2.4 MB, one slice), as many times as a forward "
-            "reads its bytes" if warm else "`per forward` distinct weights")
+    over = (f"one weight kept in the caches (of a weight over {WARM_BYTES / 1e6:.1f} MB, one slice), as many "
+            "times as a forward reads its bytes" if warm else "`per forward` distinct weights")
     lines = [_header(threads, bandwidth) + f" fp32 products, ms per pass over {over} "
              "(median), and in brackets the time relative to 1 row.", "",
              "| weights | shape | per forward | rows | " + " | ".join(names) + " |",

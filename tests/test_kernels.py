@@ -14,8 +14,8 @@ def _reference(x, w, b=None):
 
 
 @needs_smallgemm
-@pytest.mark.parametrize("n,k", [(1, 1), (7, 3), (8, 8), (9, 33), (17, 70), (40, 576), (100, 129)])
-@pytest.mark.parametrize("m", [1, 2, 5, 6, 7, 13, 25])
+@pytest.mark.parametrize("n,k", [(1, 1), (7, 3), (8, 8), (9, 33), (17, 70), (40, 576), (100, 129), (48, 300)])
+@pytest.mark.parametrize("m", [1, 2, 5, 6, 7, 13, 25, 49, 97])  # past 12 and 48: the blocked path's tiles and passes
 def test_smallgemm_matches_float64_reference(n, k, m):
     g = torch.Generator().manual_seed(n * 1000 + k * 10 + m)
     w, x, b = torch.randn(n, k, generator=g), torch.randn(m, k, generator=g), torch.randn(n, generator=g)
@@ -32,10 +32,11 @@ def test_smallgemm_row_is_bit_identical_alone_and_in_any_batch(threads):
     torch.set_num_threads(threads)
     try:
         g = torch.Generator().manual_seed(1)
-        w, x = torch.randn(1000, 576, generator=g), torch.randn(64, 576, generator=g)
+        w, x = torch.randn(1000, 300, generator=g), torch.randn(100, 300, generator=g)  # k: 2 blocks and a part
         st = K.SmallGemm.prepare(w)
-        alone = torch.cat([K.SmallGemm.run(st, x[i:i + 1].contiguous(), None) for i in range(64)])
-        for m in (2, 5, 7, 8, 12, 13, 16, 24, 64):  # 7-12: one AVX-512 tile where the CPU has it
+        alone = torch.cat([K.SmallGemm.run(st, x[i:i + 1].contiguous(), None) for i in range(100)])
+        # 7-12: one AVX-512 tile where the CPU has it; 13+: row tiles sharing each k block; 49+: a second pass
+        for m in (2, 5, 7, 8, 12, 13, 16, 17, 24, 31, 32, 48, 49, 64, 100):
             assert torch.equal(K.SmallGemm.run(st, x[:m].contiguous(), None), alone[:m]), m
         assert K.batch_invariant(K.SmallGemm, 1000, 576)
     finally:
@@ -52,7 +53,7 @@ def test_float16_storage_gives_the_float32_kernels_bits(n, k):
     b = torch.randn(n, generator=g)
     st32, st16 = K.SmallGemm.prepare(w), K.SmallGemm16.prepare(w)
     assert st16[0].dtype == torch.float16 and st16[0].numel() == st32[0].numel()  # half the bytes
-    for m in (1, 2, 5, 6, 7, 13, 25):
+    for m in (1, 2, 5, 6, 7, 13, 25, 50):
         x = torch.randn(m, k, generator=g)
         for bias in (None, b):
             assert torch.equal(K.SmallGemm16.run(st16, x, bias), K.SmallGemm.run(st32, x, bias)), (m, bias is None)

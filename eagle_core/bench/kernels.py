@@ -99,6 +99,77 @@ def render_markdown(rows: list[dict], threads: int, bandwidth: float, warm: bool
     return "\n".join(lines)
 
 
+CURVE_ROWS = tuple(range(1, 33))
+CLIFF_GOAL = 1.15  # t(k) may exceed max(t(1), the rows' arithmetic at the peak) by this factor at most
+
+
+def peak_gflops(repeats: int = 5) -> dict:
+    """The float32 arithmetic rate this machine reaches with its threads, GFLOP/s: torch's matmul
+    on 1024-square matrices, and the engine's own products (smallgemm) on 12 and 32 rows of one
+    weight kept in the caches. -> {"torch_mm": ..., "smallgemm": ..., "peak": the larger}."""
+    out = {}
+    with torch.inference_mode():
+        a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+        out["torch_mm"] = 2 * 1024 ** 3 / median_s(lambda: torch.mm(a, b), repeats, warmup=2) / 1e9
+        if kernels.SmallGemm.available():
+            w = torch.randn(1024, 576)
+            st = kernels.SmallGemm.prepare(w)
+            best = 0.0
+            for m in (12, 32):
+                x = torch.randn(m, 576)
+                t = median_s(lambda: [kernels.SmallGemm.run(st, x, None) for _ in range(20)], repeats, warmup=1) / 20
+                best = max(best, 2 * m * 1024 * 576 / t / 1e9)
+            out["smallgemm"] = best
+    out["peak"] = max(out.values())
+    return out
+
+
+def curve(target, rows=CURVE_ROWS, repeats: int = 5, context: int = 300) -> dict:
+    """The engine's own forward (body + LM head for all k rows), t(k) for each k, beside its two
+    bounds: the weights' bytes at the read bandwidth measured between the rounds (streaming), and
+    the k rows' float32 products at the measured peak (arithmetic)."""
+    from .forward_costs import time_forward, weight_bytes
+
+    peak = peak_gflops()
+    bws: list = []
+    with torch.inference_mode():
+        ts = time_forward(target, tuple(rows), context, repeats, bandwidth=bws)
+    bw = sorted(bws)[len(bws) // 2] if bws else kernels.stream_bandwidth()
+    params = sum(m.in_features * m.out_features for m in target.model.modules()  # every linear layer, LM head too
+                 if hasattr(m, "in_features") and hasattr(m, "out_features"))
+    return {"cpu": kernels.cpu_model(), "threads": torch.get_num_threads(), "context": context,
+            "bandwidth_gbs": bw, "weight_mb": weight_bytes(target.model) / 1e6, "product_params": params,
+            "gflops": peak, "t_ms": {k: 1e3 * t for k, t in ts.items()}}
+
+
+def curve_verdict(res: dict) -> dict:
+    """k -> (t(k) ms, streaming bound ms, arithmetic bound ms, t(k) / max(t(1), arithmetic), within the goal)."""
+    stream = res["weight_mb"] / res["bandwidth_gbs"]
+    t1 = res["t_ms"][min(res["t_ms"])]
+    out = {}
+    for k, t in sorted(res["t_ms"].items()):
+        arith = 2 * res["product_params"] * k / (res["gflops"]["peak"] * 1e9) * 1e3
+        ratio = t / max(t1, arith)
+        out[k] = (t, stream, arith, ratio, ratio <= CLIFF_GOAL)
+    return out
+
+
+def render_curve(res: dict) -> str:
+    g = res["gflops"]
+    lines = [f"CPU: {res['cpu']}, {res['threads']} threads, torch {torch.__version__}. The engine's forward of k new "
+             f"tokens (body + LM head for all k rows, {res['context']}-token cache), median ms. Streaming bound: "
+             f"{res['weight_mb']:.0f} MB of weights at {res['bandwidth_gbs']:.1f} GB/s. Arithmetic bound: "
+             f"2 x {res['product_params'] / 1e6:.1f} M multiply-adds per row at the measured peak, {g['peak']:.0f} GFLOP/s "
+             f"(torch matmul {g['torch_mm']:.0f}, the engine's products {g.get('smallgemm', 0):.0f}). Goal: t(k) within "
+             f"{CLIFF_GOAL:.2f}x of max(t(1), arithmetic bound).", "",
+             "| k | t(k) ms | t(k)/t(1) | streaming bound ms | arithmetic bound ms | t(k) / max(t(1), arithmetic) | goal |",
+             "|---|---|---|---|---|---|---|"]
+    t1 = res["t_ms"][min(res["t_ms"])]
+    for k, (t, stream, arith, ratio, ok) in curve_verdict(res).items():
+        lines.append(f"| {k} | {t:.1f} | {t / t1:.2f} | {stream:.1f} | {arith:.1f} | {ratio:.2f} | {'met' if ok else 'not met'} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> str:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.kernels", description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=None)
@@ -109,10 +180,27 @@ def main(argv=None) -> str:
     ap.add_argument("--backends", default=",".join(kernels.AUTO_CANDIDATES),
                     help="comma list of eagle_core.kernels backends (openblas: run it on its own, its threads spin)")
     ap.add_argument("--warm", action="store_true", help="products from the caches: their arithmetic alone")
+    ap.add_argument("--curve", action="store_true",
+                    help="only the engine's forward for k = 1..32 beside its streaming and arithmetic bounds")
+    ap.add_argument("--json-out", default=None, help="with --curve: the measurement as JSON")
     ap.add_argument("--update-doc", default=None, metavar="MD")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.curve:
+        from ..target import load_target
+
+        res = curve(load_target(), repeats=args.repeats)
+        md = render_curve(res)
+        print(md)
+        if args.json_out:
+            import json
+
+            with open(args.json_out, "w") as f:
+                json.dump(res, f, indent=1)
+        if args.update_doc:
+            replace_block(args.update_doc, "forward-curve", md)
+        return md
     threads = torch.get_num_threads()
     bw = kernels.stream_bandwidth()
     backends = [b for b in args.backends.split(",") if b]

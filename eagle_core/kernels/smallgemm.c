@@ -194,6 +194,101 @@ static const tile_fn TILES512[2][WIDE + 1] = {
      tile512h_9, tile512h_10, tile512h_11, tile512h_12}};
 
 
+/* AVX-512, more rows than one tile holds (13 and up): the rows are cut into tiles of nearly equal height
+ * (<= WIDE) and each tile covers two pairs of panels (32 outputs, 2R accumulators), so even a 7-row tile
+ * has 14 independent sums in flight and reads each broadcast of x once for 32 outputs. The k steps run
+ * in blocks of KB: the first tile reads a block from memory (and prefetches the next), the other tiles
+ * find it in L1, so each weight is streamed once for all rows. A tile's sums are kept between blocks in
+ * `acc` as float32, exactly, so every output is still one accumulator updated by fma in k order from 0:
+ * the same bits as the tiles above, for any row count (docs/performance.md, "No cliff past 12 rows"). */
+#define KB 128
+#define BLOCK_ROWS 48 /* rows sharing one pass over the weights; more rows take further passes */
+static inline __attribute__((always_inline)) A512 void block512(const float *x, int64_t ldx, const int R,
+        const int NP, const char *p, int64_t pstride, const int half, int64_t k0, int64_t k1, float *acc,
+        const int first, const int lead) {
+    __m512 c0[WIDE], c1[WIDE];
+    for (int r = 0; r < R; r++) {
+        c0[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * 32);
+        if (NP > 1) c1[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * 32 + 16);
+    }
+    const int64_t esize = half ? 2 : 4, ahead = PREFETCH512 * 4;
+    for (int64_t kk = k0; kk < k1; kk++) {
+        if (lead && prefetch_l2) { /* the tile that streams the block from memory prefetches both pairs */
+            _mm_prefetch(p + kk * 2 * NB * esize + ahead, _MM_HINT_T1);
+            if (NP > 1) _mm_prefetch(p + pstride + kk * 2 * NB * esize + ahead, _MM_HINT_T1);
+        } else if (lead) {
+            _mm_prefetch(p + kk * 2 * NB * esize + ahead, _MM_HINT_T0);
+            if (NP > 1) _mm_prefetch(p + pstride + kk * 2 * NB * esize + ahead, _MM_HINT_T0);
+        }
+        __m512 w0 = loadw16(p, kk * 2 * NB, half);
+        if (NP > 1) {
+            __m512 w1 = loadw16(p + pstride, kk * 2 * NB, half);
+            for (int r = 0; r < R; r++) {
+                __m512 b = _mm512_set1_ps(x[r * ldx + kk]);
+                c0[r] = _mm512_fmadd_ps(b, w0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(b, w1, c1[r]);
+            }
+        } else {
+            for (int r = 0; r < R; r++) c0[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + kk]), w0, c0[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        _mm512_storeu_ps(acc + r * 32, c0[r]);
+        if (NP > 1) _mm512_storeu_ps(acc + r * 32 + 16, c1[r]);
+    }
+}
+typedef void (*block_fn)(const float *, int64_t, const char *, int64_t, int64_t, int64_t, float *, int, int);
+#define BLOCK512_FN(R)                                                                                         \
+    static A512 void blk_##R##_1(const float *x, int64_t ldx, const char *p, int64_t ps, int64_t k0, int64_t k1, \
+                                 float *acc, int first, int lead) { block512(x, ldx, R, 1, p, ps, 0, k0, k1, acc, first, lead); } \
+    static A512 void blk_##R##_2(const float *x, int64_t ldx, const char *p, int64_t ps, int64_t k0, int64_t k1, \
+                                 float *acc, int first, int lead) { block512(x, ldx, R, 2, p, ps, 0, k0, k1, acc, first, lead); } \
+    static A512 void blkh_##R##_1(const float *x, int64_t ldx, const char *p, int64_t ps, int64_t k0, int64_t k1, \
+                                  float *acc, int first, int lead) { block512(x, ldx, R, 1, p, ps, 1, k0, k1, acc, first, lead); } \
+    static A512 void blkh_##R##_2(const float *x, int64_t ldx, const char *p, int64_t ps, int64_t k0, int64_t k1, \
+                                  float *acc, int first, int lead) { block512(x, ldx, R, 2, p, ps, 1, k0, k1, acc, first, lead); }
+BLOCK512_FN(1) BLOCK512_FN(2) BLOCK512_FN(3) BLOCK512_FN(4) BLOCK512_FN(5) BLOCK512_FN(6)
+BLOCK512_FN(7) BLOCK512_FN(8) BLOCK512_FN(9) BLOCK512_FN(10) BLOCK512_FN(11) BLOCK512_FN(12)
+#define BLK_ROW(R) {{blk_##R##_1, blk_##R##_2}, {blkh_##R##_1, blkh_##R##_2}}
+static const block_fn BLOCKS512[WIDE + 1][2][2] = {
+    {{0, 0}, {0, 0}}, BLK_ROW(1), BLK_ROW(2), BLK_ROW(3), BLK_ROW(4), BLK_ROW(5), BLK_ROW(6),
+    BLK_ROW(7), BLK_ROW(8), BLK_ROW(9), BLK_ROW(10), BLK_ROW(11), BLK_ROW(12)};
+
+/* m > WIDE rows on AVX-512: pairs of pairs of panels shared out to the threads, BLOCK_ROWS rows a pass. */
+static A512 void product_blocked(const float *x, int64_t m, int64_t ldx, const void *p, const int half, int64_t n,
+                                 int64_t k, const float *bias, float *y, int64_t ldy, int nthreads) {
+    const int64_t esize = half ? 2 : 4, pstride = k * 2 * NB * esize;
+    const int64_t pairs = (n + 2 * NB - 1) / (2 * NB), duos = (pairs + 1) / 2;
+    int64_t chunk = duos / (16 * (int64_t)(nthreads > 0 ? nthreads : 1));
+    if (chunk < 1) chunk = 1;
+    #pragma omp parallel for schedule(guided, chunk) num_threads(nthreads) if (nthreads > 1 && duos > 1)
+    for (int64_t du = 0; du < duos; du++) {
+        float acc[BLOCK_ROWS * 32] __attribute__((aligned(64)));
+        const int np = 2 * du + 1 < pairs ? 2 : 1;
+        const char *pp = (const char *)p + 2 * du * pstride;
+        for (int64_t m0 = 0; m0 < m; m0 += BLOCK_ROWS) {
+            const int64_t mb = m - m0 < BLOCK_ROWS ? m - m0 : BLOCK_ROWS, tiles = (mb + WIDE - 1) / WIDE;
+            for (int64_t k0 = 0; k0 < k; k0 += KB) {
+                const int64_t k1 = k0 + KB < k ? k0 + KB : k;
+                for (int64_t t = 0, r0 = 0; t < tiles; t++) {
+                    const int R = (int)((mb - r0 + (tiles - t) - 1) / (tiles - t)); /* nearly equal heights */
+                    BLOCKS512[R][half][np - 1](x + (m0 + r0) * ldx, ldx, pp, pstride, k0, k1, acc + r0 * 32,
+                                               k0 == 0, t == 0);
+                    r0 += R;
+                }
+            }
+            for (int64_t r = 0; r < mb; r++) {
+                float *yr = y + (m0 + r) * ldy;
+                for (int j = 0; j < 16 * np; j++) {
+                    const int64_t o = 2 * du * 2 * NB + j;
+                    if (o < n) yr[o] = bias ? acc[r * 32 + j] + bias[o] : acc[r * 32 + j];
+                }
+            }
+        }
+    }
+}
+
+
 static int has_avx512(void) {
     static int known = -1;
     if (known < 0) {
@@ -207,6 +302,10 @@ static int has_avx512(void) {
  * y: [M,N] rows ldy apart; bias: [N] or NULL. */
 static void product(const float *x, int64_t m, int64_t ldx, const void *p, const int half, int64_t n, int64_t k,
                     const float *bias, float *y, int64_t ldy, int nthreads) {
+    if (m > WIDE && has_avx512()) {
+        product_blocked(x, m, ldx, p, half, n, k, bias, y, ldy, nthreads);
+        return;
+    }
     const int64_t esize = half ? 2 : 4;
     const int wide = m <= WIDE && has_avx512();
     int64_t panels = (n + NB - 1) / NB, pairs = (panels + 1) / 2;

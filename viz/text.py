@@ -12,6 +12,7 @@ from eagle_core.trace import ACCEPTED, REJECTED, CycleRecord, Run
 
 from .i18n import T
 from .style import cycle_texts, feed_bytes, md_text, token_label
+from .verdict import verdict_html
 
 CSS = """<style>
 .eg-text{white-space:pre-wrap;font-family:ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace;font-size:18px;
@@ -31,6 +32,7 @@ CSS = """<style>
 .eg-card b{display:block;font-size:23px}
 .eg-card small{font-size:14px;color:#555}
 .eg-note{font-family:system-ui,sans-serif;font-size:15px;color:#444;margin:8px 2px 0}
+.eg-lost{border-left:4px solid #D55E00;padding-left:8px;color:#1f2430}
 .eg-replay{display:grid;grid-template-columns:1fr 1fr;gap:14px}
 .eg-replay h4{margin:0 0 6px;font-family:system-ui,sans-serif;font-size:17px;color:#1f2430}
 .eg-bar{height:8px;background:#e8eaef;border-radius:4px;overflow:hidden;margin-bottom:6px}
@@ -170,7 +172,8 @@ def comparison_html(eagle: Run | None, vanilla: Run | None, note: str = "", plac
         else:
             cards.append(_card(t("cards.differ_sampled"), t("cards.differ_sampled_what")))
     how = f"<p class='eg-note'>{html.escape(note)}</p>" if note else ""
-    return CSS + "<div class='eg-cards'>" + "".join(cards) + "</div>" + parting_html(parting) + how
+    why = verdict_html(eagle, vanilla, lang)  # the cycle's arithmetic; when EAGLE lost, why
+    return CSS + "<div class='eg-cards'>" + "".join(cards) + "</div>" + why + parting_html(parting) + how
 
 
 def parting_html(p: dict | None) -> str:

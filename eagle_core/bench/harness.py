@@ -10,6 +10,8 @@ same condition: the target's EOS ids or `max_new_tokens`, EOS itself not counted
   hf       transformers `model.generate`, greedy or sampled
   hf-pld   transformers prompt-lookup decoding (`prompt_lookup_num_tokens`)
   eagle    the engine with an EAGLE head and the tree given (--tree D,K,T or a preset)
+  eagle3   the engine with the EAGLE-3 head, the same tree
+  llama.cpp  llama.cpp on the default model's GGUF file, greedy, same threads (llamacpp.py; optional)
 
 Fairness: after a warm-up, the methods run interleaved per prompt (A B C A B C ...), so a drift
 in machine speed hits all of them alike. Each run is timed here, around the whole call, with the
@@ -31,7 +33,7 @@ from .prompts import Prompt, load_prompts
 from .report import eagle_by_tau, eagle_by_vanilla_step, machine_info, render_markdown, render_png, replace_block, summarize
 from .timing import sync
 
-METHOD_NAMES = ("vanilla", "hf", "hf-pld", "eagle", "eagle3")  # eagle3: EAGLE-3 head, EAGLE-2 tree
+METHOD_NAMES = ("vanilla", "hf", "hf-pld", "eagle", "eagle3", "llama.cpp")  # eagle3: EAGLE-3 head, EAGLE-2 tree
 
 
 def _strip_eos(ids: list[int], eos: set[int]) -> tuple[int, ...]:
@@ -50,6 +52,7 @@ class Runner:
         self.eagle_method, self.pld_tokens, self.pld_ngram = eagle_method, pld_tokens, pld_ngram
         self.eos = list(target.eos_ids)
         self._forwards = 0
+        self._llama = None  # llamacpp.LlamaCpp, made on first use
 
     def _count(self, *_):
         self._forwards += 1
@@ -61,6 +64,8 @@ class Runner:
             return self._engine(method, prompt, repeat, seed, n)
         if method in ("hf", "hf-pld"):
             return self._hf(method, prompt, ids, repeat, seed, n)
+        if method == "llama.cpp":
+            return self._llama_cpp(prompt, ids, repeat, n)
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHOD_NAMES)}")
 
     def _engine(self, method, prompt, repeat, seed, n) -> Sample:
@@ -103,6 +108,18 @@ class Runner:
         tau = (len(gen) - 1) / cycles if cycles else None  # tokens per forward after the prefill's first
         stop = "eos" if len(toks) < len(gen) else "max_new_tokens"
         return Sample(method, prompt.index, repeat, prompt.category, toks, wall, cycles, tau, stop_reason=stop)
+
+
+    def _llama_cpp(self, prompt, ids, repeat, n) -> Sample:
+        if not self.settings.greedy:
+            raise ValueError("the llama.cpp method runs greedy only (temperature 0)")
+        if self._llama is None:
+            from .llamacpp import LlamaCpp
+
+            self._llama = LlamaCpp()
+        toks, wall, stop = self._llama.generate(ids, n, set(self.eos))
+        return Sample("llama.cpp", prompt.index, repeat, prompt.category, tuple(toks), wall, len(toks), None,
+                      stop_reason=stop)
 
 
 def run_benchmark(runner: Runner, prompts: list[Prompt], methods: list[str], repeats: int = 1,
@@ -198,6 +215,12 @@ def main(argv=None) -> dict:
         sys.exit(f"--methods: use distinct names from {', '.join(METHOD_NAMES)} (got {args.methods!r})")
     if args.report_only and not args.journal:
         sys.exit("--report-only needs --journal FILE")
+    if "llama.cpp" in methods and not args.report_only:
+        from .llamacpp import available
+
+        ok, why = available()
+        if not ok or args.temperature != 0:
+            sys.exit(f"--methods llama.cpp: {why or 'greedy only (--temperature 0)'}")
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     cats = [c.strip() for c in args.categories.split(",") if c.strip()] if args.categories else None
     prompts = load_prompts(args.prompts, args.limit, args.merge_mt_bench, args.per_category, cats)

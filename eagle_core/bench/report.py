@@ -22,11 +22,11 @@ import os
 import platform
 import statistics
 
-BASELINES = ("vanilla", "hf", "hf-pld")
+BASELINES = ("vanilla", "hf", "hf-pld", "llama.cpp")
 
 
 def _key(base: str) -> str:
-    return "speedup_vs_" + base.replace("-", "_")
+    return "speedup_vs_" + base.replace("-", "_").replace(".", "_")
 
 
 def machine_info(device: str) -> dict:

@@ -111,7 +111,11 @@ def set_slider(page, elem_id: str, value) -> None:
 
 
 def set_tree(page, a) -> None:
-    """Open the tree settings and set the run's depth, top-k, total tokens and new tokens."""
+    """Open the tree settings and set the run's depth, top-k, total tokens and new tokens (with
+    --page-defaults only the new tokens: the tree stays the one the page opens with)."""
+    if a.page_defaults:
+        set_slider(page, "eg-maxnew", a.max_new)
+        return
     page.get_by_text("Tree settings").click()
     for elem_id, value in (("eg-set-depth", a.depth), ("eg-set-topk", a.top_k), ("eg-set-total", a.total),
                            ("eg-maxnew", a.max_new)):
@@ -150,7 +154,9 @@ def page_run(page, prompt: str, profile: str, a) -> dict:
     shown = cards(page)
     return dict(e_page=float(shown["EAGLE tokens/s"]), v_page=float(shown["vanilla tokens/s"]), idle=100 * idle,
                 browser_e=share(c2 - c1, t2 - t1), browser_v=share(c3 - c2, t3 - t2),
-                note=page.locator("#eg-comparison .eg-note").inner_text())
+                note=page.locator("#eg-comparison .eg-note").last.inner_text(),
+                why=page.locator("#eg-comparison .eg-verdict").inner_text() if page.locator(
+                    "#eg-comparison .eg-verdict").count() else "")
 
 
 CARD = re.compile(r"<b>([^<]*)</b><small>([^<]*)</small>")
@@ -203,7 +209,14 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600, help="seconds per page run")
     ap.add_argument("--repeat", type=int, default=1, help="page + CLI runs per prompt; the table shows medians")
     ap.add_argument("--client", action="store_true", help="gradio_client instead of a browser (no page rendering)")
+    ap.add_argument("--page-defaults", action="store_true",
+                    help="leave the tree as the page opens it (the CLI gets the same tree); set only --max-new")
     a = ap.parse_args(argv)
+    if a.page_defaults:  # the tree the page opens with on this machine (eagle_app.settings.PAGE_PRESET)
+        sys.path.insert(0, ROOT)
+        from eagle_app.settings import OPENING
+
+        a.depth, a.top_k, a.total = OPENING["depth"], OPENING["tree_top_k"], OPENING["total_tokens"]
 
     port, profile = free_port(), tempfile.mkdtemp(prefix="eagle-measure-chromium-")
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False")
@@ -255,7 +268,9 @@ def main_browser(a, url: str, profile: str, t0: float, startup: dict) -> list[di
             runs = []
             for rep in range(a.repeat):  # page, then CLI right after, a.repeat times; medians reported
                 r = page_run(page, prompt, profile, a)
-                startup["note"] = r.pop("note")
+                startup["note"], why = r.pop("note"), r.pop("why")
+                if why:
+                    startup.setdefault("why", []).append(why)
                 page.goto("about:blank")  # the CLI runs with no page rendering
                 runs.append(add_cli(r, prompt, a))
                 print(f"… {prompt[:40]!r} #{rep + 1}: page {r['e_page']} / {r['v_page']}, CLI "
@@ -285,6 +300,12 @@ def print_browser_table(rows: list[dict], startup: dict, a) -> None:
           "idle: the 5 s before the click.")
     if note:
         print(f"The page said: “{note}”")
+    speedups = [r["e_page"] / r["v_page"] for r in rows]
+    print(f"\nMedian speedup on the page over the {len(rows)} prompts: {statistics.median(speedups):.2f}× "
+          f"(CLI {statistics.median(r['e_cli'] / r['v_cli'] for r in rows):.2f}×); greedy outputs identical on "
+          f"{sum(r['same'] for r in rows)} of {len(rows)} (CLI).")
+    for why in startup.pop("why", []):
+        print(f"The page's note: “{why}”")
     print("\n| start-up, as the browser saw it | seconds after `python app.py` |\n|---|---|")
     for what, s in startup.items():
         print(f"| {what} | {s:.1f} |")

@@ -17,6 +17,7 @@ from eagle_core.bench.hardware import RECORDED, lesson, load_tau_table, measure
 from viz.hardware import TEXT, hardware_figure, hardware_markdown
 
 from .callbacks.decoding import LINE
+from .tree_advice import advice, recorded_advice
 from .i18n import L, lang_of
 from . import zerogpu
 from .model import MODEL
@@ -120,3 +121,12 @@ def wire(c: dict) -> None:
     c["lang"].change(redraw, [c["lang"], c["hw_run"]],
                      [c["hw_intro"], c["hw_why"], c["hw_plot"], c["hw_table"], c["hw_status"]],
                      api_visibility="private")
+    if "tree_advice" in c:  # under the tree settings: which trees pay, from this measurement or the recorded one
+        c["hw_run"].change(tree_advice, [c["lang"], c["hw_run"]], c["tree_advice"], api_visibility="private")
+        c["lang"].change(tree_advice, [c["lang"], c["hw_run"]], c["tree_advice"], api_visibility="private")
+
+
+def tree_advice(lang: str, measured: dict | None) -> str:
+    """The tree settings' note in `lang`: from this tab's measurement when it made one, else the recorded one."""
+    lang = lang_of(lang)
+    return advice(measured, load_tau_table(), lang) if measured else recorded_advice(lang)

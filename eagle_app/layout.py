@@ -16,6 +16,7 @@ from viz.traces import MAX_TRACE_BYTES
 
 from . import hardware, picker, settings, views, wiring
 from .i18n import LANG_CHOICES, L, preset_label
+from .tree_advice import recorded_advice
 from .model import MODEL
 
 METHOD_CHOICES = [(L(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)"), m) for m in METHODS]
@@ -69,6 +70,7 @@ def controls(c: dict, w: dict) -> None:
     with gr.Accordion(L("Tree settings"), open=False):
         c["preset"] = gr.Radio(PRESET_CHOICES, value=settings.PAGE_PRESET, label=L("Preset"))
         w.update({f.name: setting_widget(f) for f in group("tree")})
+        c["tree_advice"] = gr.Markdown(recorded_advice(), elem_id="eg-tree-advice")  # which trees pay here
     with gr.Accordion(L("Sampling (temperature 0 = greedy, reproducible)"), open=False):
         w.update({f.name: setting_widget(f) for f in group("sampling")})
     picker.panel(c)  # the public target / head pairs, on a CUDA GPU only (picker.py)

@@ -1,0 +1,71 @@
+"""Which trees pay on this machine, said under the tree settings: from the hardware panel's
+measurement (this tab's own, once the user ran it, else the recorded one, labelled), each tree's
+predicted speedup τ / c (eagle_core.bench.hardware.predict) and any cliff, a row count where the
+verification's cost jumps (a kernel's register tile running out: docs/performance.md)."""
+from __future__ import annotations
+
+import json
+
+from eagle_core import PRESETS
+from eagle_core.bench.hardware import RECORDED, load_tau_table, predict
+from viz.i18n import Strings
+
+CLIFF = 1.25  # t(k) / t(k') between two measured row counts at most 4 apart: a jump, not a slope
+
+TEXT = Strings({
+    "head": ("**Which trees pay here** ({where}): predicted speedup τ / c, where c is a cycle's cost in vanilla steps.",
+             "<b>哪些树在这里划算</b>（{where}）：预测加速比 τ / c，c 为每轮开销折合的普通解码步数。"),
+    "row": ("{tree} ({rows} rows{name}): {speedup:.2f}×", "{tree}（{rows} 行{name}）：{speedup:.2f}×"),
+    "pays": ("Trees above 1× pay; the best here is {best}.", "高于 1× 的树才划算；这里最好的是 {best}。"),
+    "cliff": ("A cliff: verifying {b} rows costs {x:.2f}× what {a} rows cost ({ta:.1f} → {tb:.1f} ms).",
+              "断崖：验证 {b} 行的开销是 {a} 行的 {x:.2f} 倍（{ta:.1f} → {tb:.1f} 毫秒）。"),
+    "no_cliff": ("No cliff: the verification's cost grows smoothly with the rows up to {k}.",
+                 "没有断崖：验证开销随行数平滑增长，直到 {k} 行。"),
+    "recorded": ("recorded on {where}", "记录于 {where}"),
+    "measured": ("measured on this machine", "在本机测得"),
+    "none": ("The hardware panel in the Learn tab measures which trees pay on this machine.",
+             "“学习”页的硬件面板可以测出哪些树在本机划算。"),
+})
+
+
+def cliffs(forward_ms: dict) -> list[tuple[int, int, float, float]]:
+    """(k', k, t(k'), t(k)) for consecutive measured row counts at most 4 apart whose cost jumps by CLIFF."""
+    ks = sorted(forward_ms)
+    return [(a, b, forward_ms[a], forward_ms[b]) for a, b in zip(ks, ks[1:])
+            if b - a <= 4 and forward_ms[b] > CLIFF * forward_ms[a]]
+
+
+def advice(measured: dict | None, table: dict, lang: str = "en", where: str = "") -> str:
+    """Markdown: each tree with a known τ and a measured verification size, its predicted speedup."""
+    if not measured:
+        return TEXT("none", lang)
+    fwd = {int(k): v for k, v in measured["forward_ms"].items()}
+    step = {int(k): v for k, v in measured["step_ms"].items()}
+    names = {f"{p['depth']},{p['tree_top_k']},{p['total_tokens']}": n for n, p in PRESETS.items()}
+    trees = [t for t in table["trees"] if t.total_tokens + 1 <= max(fwd)]
+    rows = predict(fwd, step, table["tau"], trees)
+    if not rows:
+        return TEXT("none", lang)
+    label = TEXT("recorded", lang, where=where) if where else TEXT("measured", lang)
+    lines = [TEXT("head", lang, where=label), ""]
+    for r in rows:
+        name = f", `{names[r['tree']]}`" if r["tree"] in names else ""
+        lines.append("- " + TEXT("row", lang, tree=r["tree"], rows=r["nodes"], name=name, speedup=r["speedup"]))
+    lines += ["", TEXT("pays", lang, best=max(rows, key=lambda r: r["speedup"])["tree"])]
+    jumps = [c for c in cliffs(fwd) if c[1] <= max(r["nodes"] for r in rows)]
+    lines.append(" ".join(TEXT("cliff", lang, a=a, b=b, x=tb / ta, ta=ta, tb=tb) for a, b, ta, tb in jumps)
+                 or TEXT("no_cliff", lang, k=max(r["nodes"] for r in rows)))
+    return "\n".join(lines)
+
+
+def recorded_advice(lang: str = "en", path: str = RECORDED) -> str:
+    """The advice from the recorded measurement, labelled with its machine and date."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            m = json.load(f)
+        table = load_tau_table()
+    except (OSError, ValueError, KeyError):
+        return TEXT("none", lang)
+    where = f"{m.get('hardware', m.get('device', ''))}, {m.get('date', '')}".strip(", ")
+    return advice(m, table, lang, where=where)
+

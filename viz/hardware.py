@@ -18,8 +18,8 @@ TEXT = Strings({
               "one forward pass. Is that pass free? **Measure this machine** times the target on k = 1..64 new "
               "tokens and the head's drafting steps, here, on this machine (under a minute on the default model), "
               "then predicts the speedup of each tree from τ measured with the shipped head.",
-              "草稿树越大，**τ**（每轮接受的词元数）越高，但目标模型要在一次前向中验证树上的每个节点。这次前向是免费的吗？"
-              "**测量本机**会在这台机器上计时：目标模型处理 k = 1..64 个新词元的前向时间，以及草稿头每一步起草的时间"
+              "草稿树越大，<b>τ</b>（每轮接受的词元数）越高，但目标模型要在一次前向中验证树上的每个节点。这次前向是免费的吗？"
+              "<b>测量本机</b>会在这台机器上计时：目标模型处理 k = 1..64 个新词元的前向时间，以及草稿头每一步起草的时间"
               "（默认模型不到一分钟），再用随附草稿头测得的 τ 预测每种树的加速比。"),
     "button": ("Measure this machine", "测量本机"),
     "measuring": ("Measuring", "正在测量"),
@@ -28,14 +28,14 @@ TEXT = Strings({
     "failed": ("The measurement failed: {error}. Shown: the recorded one.", "测量失败：{error}。当前显示的是记录的结果。"),
     "zerogpu": ("Shown: the **recorded** measurement from docs/app.md ({when}). On a ZeroGPU Space the GPU is lent "
                 "per decode, so this machine is not measured here.",
-                "当前显示的是 docs/app.md 中**记录的**测量结果（{when}）。在 ZeroGPU Space 上，GPU 只在每次解码时借用，"
+                "当前显示的是 docs/app.md 中<b>记录的</b>测量结果（{when}）。在 ZeroGPU Space 上，GPU 只在每次解码时借用，"
                 "因此这里不测量本机。"),
     "done": ("Measured in {seconds:.1f} s on {device} ({threads} thread(s)): {target}.",
              "测量用时 {seconds:.1f} 秒，设备 {device}（{threads} 个线程）：{target}。"),
     "recorded": ("Shown: the **recorded** measurement from docs/app.md ({when}). Press **Measure this machine** to "
                  "measure the machine the app runs on.",
-                 "当前显示的是 docs/app.md 中**记录的**测量结果（{when}）。点击**测量本机**以测量运行本应用的机器。"),
-    "none_yet": ("Press **Measure this machine** to draw the figure.", "点击**测量本机**以绘制图表。"),
+                 "当前显示的是 docs/app.md 中<b>记录的</b>测量结果（{when}）。点击<b>测量本机</b>以测量运行本应用的机器。"),
+    "none_yet": ("Press **Measure this machine** to draw the figure.", "点击<b>测量本机</b>以绘制图表。"),
     "title": ("Predicted speedup vs tree size · best here: {best_here} · GPU illustration: {best_gpu}",
               "预测加速比与草稿树大小 · 本机最佳：{best_here} · GPU 示意：{best_gpu}"),
     "x": ("tree size (tokens the target verifies in one pass, log scale)", "树的大小（目标模型一次验证的词元数，对数刻度）"),
@@ -79,7 +79,7 @@ TEXT = Strings({
             "trees are large (60 nodes) and the CPU preset here is small. The dashed curve is that reasoning put "
             "into numbers (an illustration, not a GPU measurement; per-step kernel-launch overheads are left out); "
             "the published point is another, larger model.",
-            "**为什么本机最佳的树很小，而 GPU 上很大。** 每一轮花费 c 个普通解码步：一次验证整棵树，加上起草的各步。"
+            "<b>为什么本机最佳的树很小，而 GPU 上很大。</b> 每一轮花费 c 个普通解码步：一次验证整棵树，加上起草的各步。"
             "加速比等于 τ / c。在这台 CPU 上，目标模型的前向只要多几个词元就受限于算力，因此 t(k) 随 k 增长："
             "61 个词元的树要花好几个普通步，而 τ 随树增大只缓慢增长（越往后的节点越不容易被接受）。于是 c 比 τ 涨得快，"
             "小树胜出。数据中心 GPU 在批大小为 1 时受限于读取权重，而不是算力：64 个词元和 1 个词元的代价差不多，"

@@ -159,7 +159,8 @@ def chinese_markdown() -> dict[str, str]:
                   when="x", seconds=1.0, error="x", heads="x", d=1, a=1, depth=2, draft=1, verify=1, quoted="x",
                   bonus="x", more_=0, ms=1, were="", tok="x", id=1, p="0.5", q="0.5", u="0.3", t="x", b=1, c=1,
                   share=0.1, best_here="x", best_gpu="x", tree="x", speedup=1.0, ks="1", vals="1", t1=1.0, steps="x",
-                  prompts="x", layers=30, layer=0.03, e="x", margin="1", scale="1", dtype="x", tol="1", mark="x")
+                  prompts="x", layers=30, layer=0.03, e="x", margin="1", scale="1", dtype="x", tol="1", mark="x",
+                  tokens=4, per=2)
     for strings, name in ((i18n.APP, "APP"), (T, "T"), (TEXT, "HW")):
         for key in strings.entries:
             try:

@@ -199,3 +199,62 @@ def test_the_switch_turns_an_english_page_chinese_and_back(browser):
     expect(page.locator("#eg-status")).to_contain_text("Replaying")  # the status line is drawn again
     expect(page.locator("#eg-caption")).to_contain_text("Cycle 1 of")
     context.close()
+
+
+# The figures' own words (titles, axis titles, legends, annotations, ticks); node labels are tokens, data. A tick's
+# token text is data too, so ticks are checked only for the words the page itself writes there.
+FIGURE_WORDS_JS = """(root) => {
+  const plots = [...root.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null);
+  const own = [], ticks = [];
+  for (const p of plots) {
+    if (p.closest('#eg-mask')) continue;  // its ticks are the tree's tokens
+    for (const e of p.querySelectorAll('.gtitle, .g-xtitle, .g-ytitle, .legendtext, .annotation-text')) own.push(e.textContent);
+    for (const e of p.querySelectorAll('.xtick text, .ytick text')) ticks.push(e.textContent);
+  }
+  return [own, ticks, plots.length];
+}"""
+NAMES = {"EAGLE", "SmolLM", "GPU", "CPU", "MGSM", "bench", "Medusa", "Qwen", "AngelSlim", "README", "AMD", "EPYC",
+         "family", "model", "Intel", "Xeon"}
+UI_TICK_WORDS = {"after", "bonus", "node", "vanilla", "depth", "cycle", "tok"}
+
+
+def english_words(texts, allowed=NAMES) -> list[str]:
+    words = []
+    for t in texts:
+        t = re.sub(r"“[^”]*”", " ", t)  # a quoted example ("I am begin") is data
+        words += [w for w in re.findall(r"[A-Za-z]{3,}", t) if w not in allowed]
+    return words
+
+
+def test_a_chinese_generate_shows_no_raw_markdown_and_no_english_in_the_figures(browser):
+    """Issue 45: a zh-CN page after a Chinese question: 0 raw ** anywhere, 0 English words in the figures'
+    own words (names such as EAGLE aside), in the Decode tab, the Learn tab and the hardware panel."""
+    from playwright.sync_api import expect
+
+    context, page = open_page(browser, "zh-CN")
+    expect(page.locator("#eg-generate")).to_have_text("▶ 生成", timeout=30_000)
+    page.locator("#eg-prompt textarea").fill("请用两句话介绍长城。")
+    box = page.locator("#eg-maxnew input[type=number]")
+    box.fill("16")
+    box.press("Enter")
+    page.locator("#eg-generate").click()
+    expect(page.locator("#eg-status")).to_contain_text("完成", timeout=300_000)
+    expect(page.locator("#eg-comparison")).to_contain_text("普通解码", timeout=30_000)
+    page.wait_for_timeout(1500)
+    checked = 0
+    for tab in ("解码", "学习"):
+        page.get_by_role("tab", name=tab).click()
+        page.wait_for_timeout(1500)
+        if tab == "学习":
+            page.locator("#eg-hardware").get_by_text("为什么草稿树的大小取决于硬件").click()
+            expect(page.locator("#eg-hw-plot .js-plotly-plot")).to_be_visible(timeout=30_000)
+            page.wait_for_timeout(1000)
+        body = page.evaluate("document.body.innerText")
+        assert "**" not in body, body[max(0, body.index("**") - 80):body.index("**") + 80]
+        own, ticks, n = page.evaluate(FIGURE_WORDS_JS, page.locator("body").element_handle())
+        checked += n
+        assert any("轮" in t or "树" in t for t in own) and not english_words(own), (tab, english_words(own))
+        assert not [w for w in english_words(ticks, set()) if w.lower() in UI_TICK_WORDS], (tab, ticks)
+    assert checked >= 8
+    page.screenshot(path=os.path.join(tempfile.gettempdir(), "eagle-zh-generate.png"), full_page=True)
+    context.close()

@@ -62,6 +62,8 @@ TEXT = Strings({
                   "GPU illustration (not measured) |",
                   "| 树 d,k,t | τ（记录值） | 验证（步） | 起草（步） | c | 本机加速比 | GPU 示意（非实测） |"),
     "tau_source": ("τ: {head}, {prompts}, greedy.", "τ：{head}，{prompts}，贪心解码。"),
+    "tau_prompts": ("MT-bench first turns, {per} per category = {n} prompts, {tokens} new tokens",
+                    "MT-bench 首轮问题，每类 {per} 个，共 {n} 个提示词，{tokens} 个新词元"),
     "gpu_note": ("GPU illustration, not measured: verification costs t(1) for any tree up to 64 tokens, and a drafting "
                  "step costs what reading its weights costs, {share:.3f} t(1): the head's layer, fc and draft LM head "
                  "are {head:.1f} M of the target's {target:.1f} M weights (one of its {layers} layers would be "
@@ -146,7 +148,9 @@ def hardware_markdown(measured: dict, result: dict, table: dict, lang: str = "en
         lines.append(f"| {h['tree']}{star} | {h['tau']:.2f} | {h['verify']:.2f} | {h['draft']:.2f} | {h['c']:.2f} | "
                      f"**{h['speedup']:.2f}×** | {g['speedup']:.2f}× |")
     w = measured["weights"]
-    lines += ["", T["tau_source"].format(head=table.get("head", "?"), prompts=table.get("prompts", "?")), "",
+    prompts = (T["tau_prompts"].format(per=table["per_category"], n=table["n_prompts"], tokens=table["max_new_tokens"])
+               if "n_prompts" in table else table.get("prompts", "?"))
+    lines += ["", T["tau_source"].format(head=table.get("head", "?"), prompts=prompts), "",
               T["gpu_note"].format(share=result["gpu_share"], head=w["head_step"] / 1e6, target=w["target"] / 1e6,
                                    layers=w["layers"], layer=1 / w["layers"])]
     return "\n".join(lines)

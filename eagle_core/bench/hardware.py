@@ -218,7 +218,7 @@ def record(engine, prompts_path: str = RECORD_PROMPTS, per_category: int = 2, ma
              "draft_vocab": len(engine.draft_vocab) if engine.draft_vocab else "full",
              "prompts": f"MT-bench first turns, {per_category} per category = {len(prompts)} prompts "
                         f"({os.path.basename(prompts_path)})",
-             "max_new_tokens": max_new_tokens, "temperature": 0.0, "presets": {n: parse_preset(n) for n in RECORD_PRESETS},
+             "per_category": per_category, "n_prompts": len(prompts), "max_new_tokens": max_new_tokens, "temperature": 0.0, "presets": {n: parse_preset(n) for n in RECORD_PRESETS},
              "machine": f"{machine}; tau does not depend on the machine", "date": date, "tau": taus}
     with open(tau_path, "w", encoding="utf-8") as f:
         json.dump(table, f, indent=1)

@@ -58,9 +58,9 @@ T = Strings({
                     "{head} · EAGLE 头以一棵 {depth} 层深的树起草了 <b>{n}</b> 个词元（{draft:.0f} ms）。目标模型借助"
                     "树注意力掩码，在<b>一次</b>前向中检查了整棵树（{verify:.0f} ms）。"),
     "cap.rule.greedy": ("each matched the target's own top choice", "每个都与目标模型自己的首选一致"),
-    "cap.rule.point_mass": ("each passed its random draw: u < p, or for a later sibling u < p over the mass the "
+    "cap.rule.point_mass": ("each passed its random draw: u < p, or for a later sibling u < p ÷ the mass the "
                             "rejected siblings left",
-                            "每个都通过了随机抽签：u < p；对后面的兄弟节点，则是 u < p 除以被拒兄弟留下的概率质量"),
+                            "每个都通过了随机抽签：u < p 时通过；后面的兄弟节点则当 u < p/剩余质量 时通过（剩余质量：被拒兄弟留下的概率质量）"),
     "cap.rule.ratio": ("each passed its draw u < min(1, p/q)", "每个都通过了抽签 u < min(1, p/q)"),
     "cap.accepted": ("It accepted {quoted} ({why}). ", "它接受了 {quoted}（{why}）。"),
     "cap.none_greedy": ("It accepted none of the drafts: no first-level draft was the target's own top choice, so "
@@ -139,8 +139,8 @@ T = Strings({
     "fig.probs": ("Cycle {n} · {rule}", "第 {n} 轮 · {rule}"),
     "fig.rule.greedy": ("greedy rule: accept a draft iff it is the target's top token",
                         "贪心规则：草稿当且仅当是目标模型的首选词元时被接受"),
-    "fig.rule.point_mass": ("sampling rule: accept if u < p (later siblings: p over the mass rejected ones left)",
-                            "采样规则：u < p 时接受（后面的兄弟节点：p 除以被拒者留下的质量）"),
+    "fig.rule.point_mass": ("sampling rule: accept if u < p (later siblings: u < p ÷ the mass rejected ones left)",
+                            "采样规则：u < p 时接受（后面的兄弟节点：当 u < p/剩余质量 时接受）"),
     "fig.rule.ratio": ("speculative sampling: accept if the draw u < min(1, p/q)", "投机采样：抽签 u < min(1, p/q) 时接受"),
     "fig.no_drafts": ("No drafted tokens this cycle (vanilla decoding): the target picks the next token alone.",
                       "本轮没有草稿词元（普通解码）：由目标模型独自选出下一个词元。"),

@@ -122,7 +122,7 @@ def test_the_switch_redraws_the_callbacks_texts():
              "status")
     got = dict(zip(names, out, strict=True))
     assert got["lang"] == "zh" and "错一位的输入" in got["learn_text"] and got["learn_tab"].label == "学习"
-    assert "笛卡尔积" in got["medusa"].layout.title.text and "中文 tau" in got["lang_table"]
+    assert "笛卡尔积" in got["medusa"].layout.title.text and "中文 τ" in got["lang_table"]
     assert "第 2 轮（共 4 轮）" in got["caption"] and "加速比" in got["comparison"] and "正在回放" in got["status"]
     back = dict(zip(names, page_events.set_language("en", state, 2), strict=True))
     assert "Cycle 2 of 4" in back["caption"] and back["learn_tab"].label == "Learn" and "Replaying" in back["status"]

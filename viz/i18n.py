@@ -186,7 +186,7 @@ T = Strings({
                         "%{x}：在被接受路径到达这里的轮次中，接受了 %{text}"),
     # the Learn tab's figures (viz/languages.py, the Medusa tree)
     "lang.header": ("| head | benchmark | tree (depth, top_k, total) | T | tau English (n) | tau Chinese (n) | zh / en |",
-                    "| 头 | 基准 | 树（depth, top_k, total） | T | 英文 tau (n) | 中文 tau (n) | zh / en |"),
+                    "| 头 | 基准 | 树（depth, top_k, total） | T | 英文 τ (n) | 中文 τ (n) | zh / en |"),
     "lang.English": ("English", "英文"),
     "lang.Chinese": ("Chinese", "中文"),
     "lang.title": ("Tokens per cycle (tau) by language · tree {a}/{b}/{c}, T={t:g}",

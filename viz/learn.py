@@ -133,7 +133,7 @@ GLOSSARY = """
 ### Glossary
 | term | meaning |
 |---|---|
-| **τ (tau)**, mean accepted length | tokens committed per cycle (one target forward pass), the bonus token included; vanilla = 1.00 |
+| **τ (tau)**, mean accepted length | tokens committed per cycle (one target forward pass), the bonus token included; the first token comes from reading the prompt, not from a cycle; vanilla = 1.00 |
 | **acceptance rate at depth d** | of the cycles whose accepted path reached depth d − 1, the share that accepted a draft at depth d too (the depth chart plots it per depth; depth counts tree levels below the root) |
 | **bonus token** | the target's own token after the accepted path; every cycle yields at least this one |
 | **speedup** | tokens/s of EAGLE ÷ tokens/s of vanilla, same prompt, same machine, one after the other |

@@ -73,6 +73,16 @@ def test_no_learn_figure_is_typed_twice():
         assert not any(f"{t:.2f}" in block for t in taus.values())
 
 
+def test_a_missing_recording_leaves_dashes_not_a_broken_page(monkeypatch):
+    monkeypatch.setattr(figures, "quoted", lambda: (_ for _ in ()).throw(OSError("no file")))
+    figures.figures.cache_clear()
+    try:
+        text = learn.learn_blocks("en")["glossary"]
+        assert "{t8}" not in text and "— single-token" in text and "x_{t+1}" in learn.learn_blocks("en")["text"]
+    finally:
+        figures.figures.cache_clear()
+
+
 def test_the_gpu_preset_verifies_the_official_60_tokens():
     from eagle_core.config import PRESETS
     from viz.hardware import PUBLISHED

@@ -45,11 +45,19 @@ def head_figures(path: str = HEAD_CONFIG) -> dict[str, str]:
 
 @functools.cache
 def figures() -> dict[str, str]:
-    """All of them, by field name (cached: the files change only when re-recorded)."""
-    return {**quoted(), **language_figures(), **head_figures()}
+    """All of them, by field name (cached: the files change only when re-recorded). A missing or broken
+    file leaves its fields out (fill shows them as "—"): the page still opens."""
+    out: dict[str, str] = {}
+    for source in (quoted, language_figures, head_figures):
+        try:
+            out.update(source())
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            pass
+    return out
 
 
 def fill(text: str, values: dict[str, str] | None = None) -> str:
-    """`text` with each {name} of `values` (default: figures()) replaced; other braces are left alone."""
+    """`text` with each {name} replaced by its value (default: figures()), "—" for one without a value.
+    Braces around anything but a plain name (`x_{t+1}`) are left alone."""
     values = figures() if values is None else values
-    return FIELD.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+    return FIELD.sub(lambda m: values.get(m.group(1), "—"), text)

@@ -37,7 +37,8 @@ def recorded_views(lang: str = LANG, path: str = RECORDED):
     except (OSError, ValueError, KeyError):
         return hardware_figure(None, lang=lang), "", T["none_yet"]
     res = lesson(m, table)
-    when = f"{m.get('hardware', m['device'])}, {m.get('date', '')}".strip(", ")
+    when = ", ".join(x for x in (m.get("hardware", m["device"]), m.get("date"), f"`{m['command']}`" if m.get("command")
+                                  else None) if x)
     # ZeroGPU lends the GPU to one decorated call at a time (zerogpu.py): no measuring there, only the record
     return (hardware_figure(res, m.get("hardware", m["device"]), lang), hardware_markdown(m, res, table, lang),
             T["zerogpu" if zerogpu.ZERO else "recorded"].format(when=when))

@@ -15,6 +15,7 @@ The Learn tab's long text is viz/learn.py and viz/learn_zh.py, re-rendered by ca
 from __future__ import annotations
 
 import functools
+import re
 
 from eagle_core import METHOD_LABELS, PRESETS
 from viz.hardware import TEXT as HARDWARE
@@ -28,7 +29,7 @@ def preset_label(name: str, lang: str = "en") -> str:
     en, zh, _ = next(p for p in PRESET_NAMES if p[2] == name)
     p = PRESETS[name]
     if lang == "zh":
-        return f"{zh}（深度 {p['depth']}，top-k {p['tree_top_k']}，{p['total_tokens']} 个 token）"
+        return f"{zh}（深度 {p['depth']}，top-k {p['tree_top_k']}，{p['total_tokens']} 个词元）"
     return f"{en} (depth {p['depth']}, top-k {p['tree_top_k']}, {p['total_tokens']} tokens)"
 
 
@@ -36,9 +37,11 @@ ZH = {
     # the header and tabs
     "# EAGLE speculative decoding, step by step\nA small head drafts a **tree** of tokens from the model's own "
     "features; the model checks the whole tree in **one** forward pass and keeps the longest correct path "
-    "plus one **bonus** token of its own. Same output as ordinary decoding, fewer passes.":
-        "# EAGLE 投机解码，一步一步看\n一个小型的头根据模型自己的特征起草一棵 token **树**；模型在**一次**前向中检查整棵树，"
-        "保留最长的正确路径，再加上一个它自己的**奖励** token。输出与普通解码完全相同，前向次数更少。",
+    "plus one **bonus** token of its own. In float32, the same output as ordinary decoding in fewer passes "
+    "(half precision may part where two tokens nearly tie).":
+        "# EAGLE 投机解码，一步一步看\n一个小型的头根据模型自己的特征起草一棵词元<b>树</b>；模型在<b>一次</b>前向中检查整棵树，"
+        "保留最长的正确路径，再加上一个它自己的<b>奖励</b>词元。以 float32 计算时，输出与普通解码完全相同，前向次数更少"
+        "（半精度下，在两个词元几乎打平之处可能分道扬镳）。",
     "Decode": "解码", "Learn": "学习", "Traces": "轨迹",
     # the Decode tab's controls
     "Prompt": "提示词", "Ask anything, or pick an example below…": "随便问点什么，或从下面选一个示例……",
@@ -55,15 +58,15 @@ ZH = {
     # the settings (settings.FIELDS' labels)
     "Method": "方法", "Depth (expansion steps)": "深度（扩展步数）",
     "Top-k (children per node, frontier width)": "Top-k（每个节点的子节点数，前沿宽度）",
-    "Total draft tokens verified per cycle (EAGLE-2)": "每轮验证的草稿 token 总数（EAGLE-2）",
+    "Total draft tokens verified per cycle (EAGLE-2)": "每轮验证的草稿词元总数（EAGLE-2）",
     "Chain length (chain method)": "链长（链式方法）", "Temperature": "温度", "Top-p": "Top-p",
-    "Top-k (0 = off)": "Top-k（0 = 关闭）", "Max new tokens": "最多新 token 数", "Seed": "随机种子",
+    "Top-k (0 = off)": "Top-k（0 = 关闭）", "Max new tokens": "最多新词元数", "Seed": "随机种子",
     # the views
     "◀ Previous": "◀ 上一轮", "Cycle": "轮次", "Next ▶": "下一轮 ▶", "▶ Play": "▶ 播放", "❚❚ Pause": "❚❚ 暂停",
     "## EAGLE beside vanilla decoding": "## EAGLE 与普通解码并排对比",
     "### Replay at the measured pace": "### 按实测速度回放", "↻ Replay": "↻ 重放",
     # the Learn tab's right column
-    "**Live figures of the cycle selected in the Decode tab**": "**“解码”页中所选轮次的实时图**",
+    "**Live figures of the cycle selected in the Decode tab**": "<b>“解码”页中所选轮次的实时图</b>",
     # the Traces tab
     "Download the current run (EAGLE and vanilla, every cycle) or load a saved one: every view works without "
     "the model. Files up to 20 MB. Shipped examples are below.":
@@ -76,12 +79,16 @@ ZH = {
     # the model picker (picker.py; shown only on a CUDA GPU)
     "Model (GPU): public target and EAGLE head pairs": "模型（GPU）：公开的目标模型与 EAGLE 头组合",
     "Loading a pair changes the model for **everyone** using this app; a running decode finishes first. The first "
-    "load downloads the weights (4-16 GB).": "加载一个组合会为本应用的**所有**用户更换模型；正在进行的解码会先完成。"
+    "load downloads the weights (4-16 GB).": "加载一个组合会为本应用的<b>所有</b>用户更换模型；正在进行的解码会先完成。"
     "首次加载需要下载权重（4-16 GB）。",
     "Pair": "组合", "Load for everyone": "为所有人加载",
     # the hardware lesson's title and button (eagle_app/hardware.py; its other words are drawn by callbacks)
     **{HARDWARE(k): HARDWARE(k, "zh") for k in ("panel", "button")},
 }
+# The shipped example traces' titles ("Code, EAGLE-2 greedy · head: assets/…"), phrase by phrase (trace_title)
+TITLE_ZH = (("Code", "代码"), ("Story", "故事"), ("Chinese", "中文"), ("Maths", "数学"), ("Math", "数学"),
+            ("static tree", "静态树"), ("dynamic tree", "动态树"), ("greedy", "贪心"), ("sampled", "采样"),
+            (" · head: ", " · 草稿头："), (", ", "，"))
 USED: set[str] = set()  # every text layout.py wrapped (tests: each one has its Chinese)
 
 
@@ -100,6 +107,21 @@ def L(english: str):
     assert english in ZH, f"no Chinese for {english!r}: add it to eagle_app/i18n.py ZH"
     USED.add(english)
     return gradio_i18n()(english)
+
+
+def trace_title(title: str, lang: str = "en") -> str:
+    """A trace's title in `lang`: its known phrases translated (TITLE_ZH); names and paths stay."""
+    if lang != "zh":
+        return title
+    for en, zh in TITLE_ZH:
+        title = re.sub(rf"(?<![\w/-]){re.escape(en)}(?![\w/-])" if en[0].isalpha() else re.escape(en), zh, title)
+    return title
+
+
+def method_name(method: str, lang: str = "en") -> str:
+    """A method id ("eagle2") as the page names it, in `lang`."""
+    label = METHOD_LABELS.get(method, method) if method != "vanilla" else "vanilla only (no drafting)"
+    return ZH.get(label, label) if lang == "zh" else label
 
 
 def text(english: str, lang: str = "en") -> str:
@@ -141,14 +163,14 @@ APP = Strings({
     "status.waiting_line": ("◌ Waiting for the decoder: {ahead} run{s} ahead of yours, about {wait:.0f} s. {fair} "
                             "**Stop** leaves the line; this page stays as it is.",
                             "◌ 正在等待解码器：你前面还有 {ahead} 个运行，大约 {wait:.0f} 秒。{fair}"
-                            "**停止**即可离开队列；本页保持原样。"),
+                            "<b>停止</b>即可离开队列；本页保持原样。"),
     "status.stopped_model": ("Stopped before the model was ready; the page is unchanged.",
                              "在模型就绪前已停止；页面未改变。"),
     "status.stopped_line": ("Stopped while waiting in line: nothing ran, the page is unchanged.",
                             "在排队时已停止：什么都没有运行，页面未改变。"),
     "status.stopped_line_step": ("Stopped while waiting in line; the page is unchanged.", "在排队时已停止；页面未改变。"),
     "status.long_prompt": ("Reading the {n:,}-token prompt first (long prompts take a while on a CPU). ",
-                           "先读取 {n:,} 个 token 的提示词（长提示词在 CPU 上需要一些时间）。"),
+                           "先读取 {n:,} 个词元的提示词（长提示词在 CPU 上需要一些时间）。"),
     "status.start_eagle": ("◔ Starting EAGLE (timed)…", "◔ 开始 EAGLE（计时中）……"),
     "status.start_vanilla": ("◔ Starting vanilla (timed)…", "◔ 开始普通解码（计时中）……"),
     "status.what_both": ("EAGLE, then vanilla,", "先 EAGLE、再普通解码，"),
@@ -157,37 +179,37 @@ APP = Strings({
     "status.timing": ("◔ Timing {what} on {n} new tokens{each} (about {guess:.0f} s). The page stays still until "
                       "{done}, so that drawing does not take the CPU from the decoder; **Stop** ends the run and "
                       "keeps what was decoded.",
-                      "◔ 正在计时：{what}各生成 {n} 个新 token（大约 {guess:.0f} 秒）。页面保持不动，直到{done}，"
-                      "以免绘图占用解码器的 CPU；**停止**会结束运行并保留已解码的内容。"),
+                      "◔ 正在计时：{what}各生成 {n} 个新词元（大约 {guess:.0f} 秒）。页面保持不动，直到{done}，"
+                      "以免绘图占用解码器的 CPU；<b>停止</b>会结束运行并保留已解码的内容。"),
     "status.each": (" each", "各"),
     "status.both_done": ("both are done", "两者都完成"),
     "status.it_done": ("it is done", "它完成"),
-    "status.eagle_done": ("EAGLE done: {n} tokens in {s:.1f} s. ", "EAGLE 完成：{s:.1f} 秒生成 {n} 个 token。"),
+    "status.eagle_done": ("EAGLE done: {n} tokens in {s:.1f} s. ", "EAGLE 完成：{s:.1f} 秒生成 {n} 个词元。"),
     "status.failed": ("{k} decoding failed: {err}", "{k} 解码失败：{err}"),
     "status.step": ("Step mode (not timed): cycle {n} done, τ so far {tau:.2f}. Click **Step** for the next one "
                     "(change a setting or the prompt to start over).",
-                    "单步模式（不计时）：第 {n} 轮完成，目前 τ 为 {tau:.2f}。点击**单步**进行下一轮"
+                    "单步模式（不计时）：第 {n} 轮完成，目前 τ 为 {tau:.2f}。点击<b>单步</b>进行下一轮"
                     "（修改任一设置或提示词即重新开始）。"),
     "status.step_note": ("Step mode: each cycle waited for your click, so these timings are per cycle only.",
                          "单步模式：每一轮都在等你点击，所以这些时间只是每轮的时间。"),
     "status.step_done": ("Step mode finished. ", "单步模式结束。"),
     "status.done": ("Done. ", "完成。"),
     "status.run": ("**{label}**: {n} tokens, {rate:.1f} tok/s, τ {tau:.2f} ({why})",
-                   "**{label}**：{n} 个 token，{rate:.1f} tok/s，τ {tau:.2f}（{why}）"),
+                   "<b>{label}</b>：{n} 个词元，{rate:.1f} 词元/秒，τ {tau:.2f}（{why}）"),
     "status.no_tokens": ("produced no tokens ({why}) after reading a {n:,}-token prompt in {s:.1f} s",
-                         "读取 {n:,} 个 token 的提示词用了 {s:.1f} 秒后，没有产生任何 token（{why}）"),
+                         "读取 {n:,} 个词元的提示词用了 {s:.1f} 秒后，没有产生任何词元（{why}）"),
     "status.progress": ("{before}◔ **{name}** decoding (timed; figures drawn after both runs) · {k}/{max_new} tokens "
                         "· {cycles} cycles · {dt:.0f} s{rate}",
-                        "{before}◔ **{name}** 解码中（计时；图在两次运行之后绘制）· {k}/{max_new} 个 token · "
+                        "{before}◔ <b>{name}</b> 解码中（计时；图在两次运行之后绘制）· {k}/{max_new} 个词元 · "
                         "{cycles} 轮 · {dt:.0f} 秒{rate}"),
-    "status.rate": (" · ≈ {r:.1f} tok/s so far", " · 目前 ≈ {r:.1f} tok/s"),
+    "status.rate": (" · ≈ {r:.1f} tok/s so far", " · 目前 ≈ {r:.1f} 词元/秒"),
     "status.stopping": ("Stopping…", "正在停止……"),
     "status.stopped_kept": ("Stopped. The partial run is kept: scrub through it or download its trace.",
                             "已停止。保留了部分运行结果：可以拖动浏览，或下载它的轨迹。"),
     "how.budget": ("stopped at the {s:g} s limit", "在 {s:g} 秒上限处停止"),
     "how.fair": ("stopped at the {s:g} s fair-share limit, others were waiting", "在 {s:g} 秒公平分享上限处停止，有人在排队"),
     "how.you": ("stopped by you", "被你停止"),
-    "reason.max_new_tokens": ("reached max new tokens", "达到最多新 token 数"),
+    "reason.max_new_tokens": ("reached max new tokens", "达到最多新词元数"),
     "reason.eos": ("the model ended its answer", "模型结束了回答"),
     "reason.context_full": ("the model's context is full", "模型的上下文已满"),
     "reason.stopped": ("stopped early", "提前停止"),
@@ -227,7 +249,7 @@ APP = Strings({
     # the model's line (model.py)
     "model.ready": ("**Model ready:** {model} {where}{loaded} · **draft head:** {head} "
                     "<span class=\"eg-more\" title=\"{title}\">{more}</span>",
-                    "**模型已就绪：**{model}，{where}{loaded} · **草稿头：**{head} "
+                    "<b>模型已就绪：</b>{model}，{where}{loaded} · <b>草稿头：</b>{head} "
                     "<span class=\"eg-more\" title=\"{title}\">{more}</span>"),
     "model.loaded": (", loaded in {s:.1f} s", "，加载用时 {s:.1f} 秒"),
     "model.more": ("(details)", "（详情）"),
@@ -243,16 +265,16 @@ APP = Strings({
     "model.untrained": (", untrained, so expect τ ≈ 1 (still exact, not faster)",
                         "，未训练，因此预计 τ ≈ 1（依然精确，只是不会更快）"),
     "model.failed": ("**Model failed to load:** {err}. Saved traces still replay.",
-                     "**模型加载失败：**{err}。保存的轨迹仍可回放。"),
+                     "<b>模型加载失败：</b>{err}。保存的轨迹仍可回放。"),
     "model.loading": ("**Loading the model…**{since} — meanwhile explore the example trace below; Generate will wait "
                       "for it.",
-                      "**正在加载模型……**{since}——同时可以浏览下面的示例轨迹；“生成”会等待模型加载完成。"),
+                      "<b>正在加载模型……</b>{since}——同时可以浏览下面的示例轨迹；“生成”会等待模型加载完成。"),
     "model.since": (" ({s:.0f} s)", "（{s:.0f} 秒）"),
     # the Traces tab (traces.py)
     "trace.bad": ("Could not load this trace: {err}", "无法载入这个轨迹：{err}"),
     "trace.bad_title": ("Bad trace file", "轨迹文件有误"),
     "trace.replaying": ("Replaying **{title}** — {method}, {model}, {n} cycles. No model needed to explore it.",
-                        "正在回放 **{title}** —— {method}，{model}，{n} 轮。浏览它不需要模型。"),
+                        "正在回放 <b>{title}</b> —— {method}，{model}，{n} 轮。浏览它不需要模型。"),
     "trace.unknown_model": ("unknown model", "未知模型"),
     # where the timed runs ran (the cards' note, note.timed's {device})
     "device.cpu": ("{threads} CPU thread(s)", " {threads} 个 CPU 线程"),
@@ -263,12 +285,12 @@ APP = Strings({
     "pick.off": ("Switching models is off here (a shared Space: its operator can set EAGLE_APP_ALLOW_SWITCH=1).",
                  "这里不能切换模型（共享的 Space：其管理者可以设置 EAGLE_APP_ALLOW_SWITCH=1）。"),
     "pick.gated": ("**{target}** is {hint}. The current model stays.",
-                   "**{target}** 是受限仓库：请在 hub 上接受其许可并设置 HF_TOKEN（{hint}）。当前模型保持不变。"),
+                   "<b>{target}</b> 是受限仓库：请在 hub 上接受其许可并设置 HF_TOKEN（{hint}）。当前模型保持不变。"),
     "pick.waiting": ("Waiting for the running decode to finish…", "正在等待当前的解码结束……"),
-    "pick.loading": ("Loading **{pair}** for everyone… {s:.0f} s", "正在为所有人加载 **{pair}**……{s:.0f} 秒"),
-    "pick.failed": ("**{pair}** failed to load: {err}", "**{pair}** 加载失败：{err}"),
+    "pick.loading": ("Loading **{pair}** for everyone… {s:.0f} s", "正在为所有人加载 <b>{pair}</b>……{s:.0f} 秒"),
+    "pick.failed": ("**{pair}** failed to load: {err}", "<b>{pair}</b> 加载失败：{err}"),
     "pick.done": ("**{pair}** is loaded ({s:.1f} s); every user now decodes with it.",
-                  "**{pair}** 已加载（{s:.1f} 秒）；所有用户现在都用它解码。"),
+                  "<b>{pair}</b> 已加载（{s:.1f} 秒）；所有用户现在都用它解码。"),
     "status.switched": ("The model was switched while this request waited: press Generate again.",
                         "这个请求等待期间模型被切换了：请再点一次“生成”。"),
 })

@@ -23,7 +23,8 @@ METHOD_CHOICES = [(L(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no d
 PRESET_CHOICES = [(L(preset_label(name)), name) for name in ("explain", "cpu", "gpu") if name in PRESETS]
 TITLE = ("# EAGLE speculative decoding, step by step\nA small head drafts a **tree** of tokens from the model's own "
          "features; the model checks the whole tree in **one** forward pass and keeps the longest correct path "
-         "plus one **bonus** token of its own. Same output as ordinary decoding, fewer passes.")
+         "plus one **bonus** token of its own. In float32, the same output as ordinary decoding in fewer passes "
+         "(half precision may part where two tokens nearly tie).")
 CSS = """
 .gradio-container{max-width:1500px !important}
 #eg-title h1{font-size:2.1em;margin-bottom:0}

@@ -19,7 +19,7 @@ import viz
 from viz.examples import example_traces, load_trace_file
 from viz.style import md_text
 
-from .i18n import APP
+from .i18n import APP, method_name, trace_title
 from .tempfiles import trace_dir
 from .views import all_views, new_state, outputs, session_id
 
@@ -120,7 +120,8 @@ def load_trace(path, title="", source=None, request: gr.Request = None, lang: st
 def replay_status(state: dict, lang: str = "en") -> str:
     """The status line of a loaded trace."""
     s = (state["eagle"] or state["vanilla"]).summary
-    return APP("trace.replaying", lang, title=md_text(state["title"]), method=md_text(s.method),
+    return APP("trace.replaying", lang, title=md_text(trace_title(state["title"], lang)),
+               method=md_text(method_name(s.method, lang)),
                model=md_text(s.model) if s.model else APP("trace.unknown_model", lang), n=len(state["cycles"]))
 
 

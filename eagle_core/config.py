@@ -119,7 +119,7 @@ PRESETS: dict[str, dict] = {
     "cpu": dict(depth=2, tree_top_k=2, total_tokens=3),
     "explain": dict(depth=4, tree_top_k=4, total_tokens=12),
     "small": dict(depth=3, tree_top_k=4, total_tokens=8),
-    "gpu": dict(depth=6, tree_top_k=10, total_tokens=60),
+    "gpu": dict(depth=6, tree_top_k=10, total_tokens=59),  # official total_token=60: 59 drafts + the root
 }
 
 

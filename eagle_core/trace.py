@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, fields
 # Decisions a draft node can end a cycle with.
 ACCEPTED = "accepted"  # on the accepted path
 REJECTED = "rejected"  # tested against the target and refused
-NOT_REACHED = "not_reached"  # its parent was never accepted, so it was never tested
+NOT_REACHED = "not_reached"  # never tested: its parent was not accepted, or a sibling before it was
 
 TRACE_VERSION = 1
 

@@ -47,7 +47,7 @@ def test_the_gpu_illustration_drafts_at_the_cost_of_reading_the_heads_weights():
         recorded = json.load(f)
     res = hw.lesson(recorded, hw.load_tau_table())
     assert 1 / 30 < res["gpu_share"] < 0.1  # SmolLM2-135M + the shipped head: about two of 30 layers
-    assert res["best_gpu"]["tree"] == "6,10,60" and res["best_gpu"]["speedup"] > 1.8
+    assert res["best_gpu"]["nodes"] >= 33 and res["best_gpu"]["speedup"] > 1.8  # one of the two largest trees
     assert res["best_here"]["nodes"] <= 9  # and on this CPU a small tree
 
 
@@ -76,7 +76,7 @@ def test_recorded_tau_table_names_its_source_and_is_sensible():
     assert len(table["trees"]) >= 3
     taus = [table["tau"][t.text] for t in table["trees"]]
     assert all(1.0 <= t <= t_.depth + 1 for t, t_ in zip(taus, table["trees"]))
-    assert "1,1,1" in table["tau"] and "6,10,60" in table["tau"]
+    assert "1,1,1" in table["tau"] and max(t.total_tokens for t in table["trees"]) >= 59  # up to the published size
 
 
 def test_sizes_cover_the_spread_and_every_tree():

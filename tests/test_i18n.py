@@ -16,6 +16,7 @@ from eagle_app.callbacks import decoding as cb
 from eagle_app.callbacks import page as page_events
 from tests.app_fixtures import CHROMIUM, CHROMIUM_ARGS, chain_cycle, free_port, illustration, launched_app, req, sampled_cycle, vanilla_cycle
 from viz import learn, learn_zh
+from viz.figures import fill
 from viz.hardware import TEXT as HARDWARE
 from viz.i18n import T, lang_of
 
@@ -51,7 +52,7 @@ def test_the_chinese_learn_text_keeps_every_number():
     zh = learn.learn_blocks("zh")
     assert "错一位的输入" in zh["text"] and "术语表" in zh["glossary"] and "one-token shift" not in zh["text"]
     assert "one-token shift" in learn.learn_blocks("en")["text"]
-    assert learn.learn_blocks("en")["glossary"] == learn.GLOSSARY
+    assert learn.learn_blocks("en")["glossary"] == fill(learn.GLOSSARY)
 
 
 def test_the_language_follows_the_browser():
@@ -103,7 +104,7 @@ def test_status_lines_in_chinese():
     eagle, vanilla = illustration()
     state = av.new_state(eagle, vanilla)
     zh = av.done_status(state, {"eagle": ("how.you", {})}, "zh")
-    assert zh.startswith("完成。") and "个 token" in zh and "Done" not in zh
+    assert zh.startswith("完成。") and "个词元" in zh and "Done" not in zh and "token" not in zh
     assert av.done_status(state).startswith("Done. ")
     assert "前面还有 2 个运行" in cb.waiting_line(2, 10.0, "zh") and "2 runs ahead" in cb.waiting_line(2, 10.0)
     assert "解码中" in av.progress_line("eagle", 12, 11, 0.0, 48, lang="zh")
@@ -121,7 +122,7 @@ def test_the_switch_redraws_the_callbacks_texts():
              "status")
     got = dict(zip(names, out, strict=True))
     assert got["lang"] == "zh" and "错一位的输入" in got["learn_text"] and got["learn_tab"].label == "学习"
-    assert "笛卡尔积" in got["medusa"].layout.title.text and "中文 tau" in got["lang_table"]
+    assert "笛卡尔积" in got["medusa"].layout.title.text and "中文 τ" in got["lang_table"]
     assert "第 2 轮（共 4 轮）" in got["caption"] and "加速比" in got["comparison"] and "正在回放" in got["status"]
     back = dict(zip(names, page_events.set_language("en", state, 2), strict=True))
     assert "Cycle 2 of 4" in back["caption"] and back["learn_tab"].label == "Learn" and "Replaying" in back["status"]
@@ -197,4 +198,63 @@ def test_the_switch_turns_an_english_page_chinese_and_back(browser):
     expect(page.get_by_role("tab", name="Learn")).to_be_visible()
     expect(page.locator("#eg-status")).to_contain_text("Replaying")  # the status line is drawn again
     expect(page.locator("#eg-caption")).to_contain_text("Cycle 1 of")
+    context.close()
+
+
+# The figures' own words (titles, axis titles, legends, annotations, ticks); node labels are tokens, data. A tick's
+# token text is data too, so ticks are checked only for the words the page itself writes there.
+FIGURE_WORDS_JS = """(root) => {
+  const plots = [...root.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null);
+  const own = [], ticks = [];
+  for (const p of plots) {
+    if (p.closest('#eg-mask')) continue;  // its ticks are the tree's tokens
+    for (const e of p.querySelectorAll('.gtitle, .g-xtitle, .g-ytitle, .legendtext, .annotation-text')) own.push(e.textContent);
+    for (const e of p.querySelectorAll('.xtick text, .ytick text')) ticks.push(e.textContent);
+  }
+  return [own, ticks, plots.length];
+}"""
+NAMES = {"EAGLE", "SmolLM", "GPU", "CPU", "MGSM", "bench", "Medusa", "Qwen", "AngelSlim", "README", "AMD", "EPYC",
+         "family", "model", "Intel", "Xeon"}
+UI_TICK_WORDS = {"after", "bonus", "node", "vanilla", "depth", "cycle", "tok"}
+
+
+def english_words(texts, allowed=NAMES) -> list[str]:
+    words = []
+    for t in texts:
+        t = re.sub(r"“[^”]*”", " ", t)  # a quoted example ("I am begin") is data
+        words += [w for w in re.findall(r"[A-Za-z]{3,}", t) if w not in allowed]
+    return words
+
+
+def test_a_chinese_generate_shows_no_raw_markdown_and_no_english_in_the_figures(browser):
+    """Issue 45: a zh-CN page after a Chinese question: 0 raw ** anywhere, 0 English words in the figures'
+    own words (names such as EAGLE aside), in the Decode tab, the Learn tab and the hardware panel."""
+    from playwright.sync_api import expect
+
+    context, page = open_page(browser, "zh-CN")
+    expect(page.locator("#eg-generate")).to_have_text("▶ 生成", timeout=30_000)
+    page.locator("#eg-prompt textarea").fill("请用两句话介绍长城。")
+    box = page.locator("#eg-maxnew input[type=number]")
+    box.fill("16")
+    box.press("Enter")
+    page.locator("#eg-generate").click()
+    expect(page.locator("#eg-status")).to_contain_text("完成", timeout=300_000)
+    expect(page.locator("#eg-comparison")).to_contain_text("普通解码", timeout=30_000)
+    page.wait_for_timeout(1500)
+    checked = 0
+    for tab in ("解码", "学习"):
+        page.get_by_role("tab", name=tab).click()
+        page.wait_for_timeout(1500)
+        if tab == "学习":
+            page.locator("#eg-hardware").get_by_text("为什么草稿树的大小取决于硬件").click()
+            expect(page.locator("#eg-hw-plot .js-plotly-plot")).to_be_visible(timeout=30_000)
+            page.wait_for_timeout(1000)
+        body = page.evaluate("document.body.innerText")
+        assert "**" not in body, body[max(0, body.index("**") - 80):body.index("**") + 80]
+        own, ticks, n = page.evaluate(FIGURE_WORDS_JS, page.locator("body").element_handle())
+        checked += n
+        assert any("轮" in t or "树" in t for t in own) and not english_words(own), (tab, english_words(own))
+        assert not [w for w in english_words(ticks, set()) if w.lower() in UI_TICK_WORDS], (tab, ticks)
+    assert checked >= 8
+    page.screenshot(path=os.path.join(tempfile.gettempdir(), "eagle-zh-generate.png"), full_page=True)
     context.close()

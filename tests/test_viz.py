@@ -245,7 +245,12 @@ def test_learn_text_states_its_sources_and_measured_costs():
 
     text = " ".join((learn.FEATURES, learn.TREE, learn.VERIFY, learn.OTHERS, learn.LANGUAGES, learn.GLOSSARY))
     assert "second-to-top-layer hidden state" not in text and "after the final norm" in text
-    assert "about two single-token" not in text and "1.20–1.39" in text  # docs/performance.md, 2026-12-05
+    assert "about two single-token" not in text and "1.20–1.39" not in text  # figures now come from the recording
+    assert "{t8}" in learn.GLOSSARY and "{cpu_speedup}" in learn.GLOSSARY  # (viz/figures.py), issue 45
+    # issue 45: EAGLE-1/2's heads and this one's draft vocabulary; the soft cross-entropy; float32 on the CPU kernels
+    assert "{draft_rows}" in learn.FEATURES and "official EAGLE-1/2 heads borrow the target's whole" in learn.FEATURES
+    assert "soft cross-entropy" in learn.OTHERS and "On this app's CPU kernels" in learn.VERIFY
+    assert "bytes of one character following" not in text and "{huma_zh}" in learn.LANGUAGES
     assert "τ 3.98" in text and "τ 4.83" in text and "τ 6.65" in text  # EAGLE-1/2/3, each its own paper
     assert "half precision" in learn.VERIFY and "q` plays no part" in learn.VERIFY
     assert "do not compound" not in text

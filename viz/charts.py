@@ -17,10 +17,10 @@ def accepted_length_figure(cycles: list[CycleRecord] | tuple, selected: int | No
     acc = [c.accepted_drafts for c in cycles]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=steps, y=acc, name=T("fig.acc_drafts", lang), marker=dict(color=GREEN),
-                         hovertemplate="cycle %{x}: %{y} accepted drafts<extra></extra>"))
+                         hovertemplate=T("fig.hover_acc", lang) + "<extra></extra>"))
     fig.add_trace(go.Bar(x=steps, y=[1] * len(steps), name=T("fig.bonus_token", lang),
                          marker=dict(color=BONUS, pattern=dict(shape=".", fgcolor="white", size=5)),
-                         hovertemplate="cycle %{x}: +1 bonus<extra></extra>"))
+                         hovertemplate=T("fig.hover_plus_bonus", lang) + "<extra></extra>"))
     running, total = [], 0
     for i, c in enumerate(cycles, 1):
         total += len(c.accepted)  # accepted drafts + bonus, what eagle_core.trace.tau averages
@@ -45,7 +45,7 @@ def acceptance_by_depth_figure(cycles, lang: str = "en") -> go.Figure:
     fig = go.Figure(go.Bar(
         x=[T("fig.depth_bar", lang, d=r.depth) for r in rows], y=[r.rate for r in rows], marker=dict(color=GREEN),
         text=[f"{r.accepted}/{r.reached}" for r in rows], textposition="outside", cliponaxis=False,
-        hovertemplate="%{x}: accepted in %{text} of the cycles whose accepted path got that far<extra></extra>"))
+        hovertemplate=T("fig.hover_depth", lang) + "<extra></extra>"))
     base_layout(fig, T("fig.depth", lang), height=330)
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%", title=T("fig.depth_y", lang), gridcolor="#eee")
     return fig
@@ -53,7 +53,7 @@ def acceptance_by_depth_figure(cycles, lang: str = "en") -> go.Figure:
 
 def timing_figure(eagle: Run | None, vanilla: Run | None, lang: str = "en") -> go.Figure:
     """Horizontal stacked bars: prefill, drafting, verification, other, per method."""
-    runs = [(label, r) for label, r in (("vanilla", vanilla), ("EAGLE", eagle)) if r is not None]
+    runs = [(label, r) for label, r in ((T("replay.vanilla", lang), vanilla), ("EAGLE", eagle)) if r is not None]
     if not runs:
         return empty_figure(T("fig.timing_empty", lang), height=260)
     parts = [("prefill", GREY, ""), ("drafting (EAGLE head)", SKY, "/"), ("verification (target)", BLUE, ""),
@@ -63,7 +63,8 @@ def timing_figure(eagle: Run | None, vanilla: Run | None, lang: str = "en") -> g
     fig = go.Figure()
     # each bar's total time and rate go in its axis label, under its name: an annotation right of the
     # bar was cut off by a narrow (400 px) figure
-    rows = [f"{label}<br>{r.summary.wall_s:.2f} s · {r.summary.tokens_per_s:.1f} tok/s  " for label, r in runs]
+    rows = [f"{label}<br>{r.summary.wall_s:.2f} {T('fig.s', lang)} · {r.summary.tokens_per_s:.1f} {T('fig.tok_s', lang)}  "
+            for label, r in runs]
     for name, colour, pattern in parts:
         vals = []
         for _, r in runs:
@@ -73,7 +74,7 @@ def timing_figure(eagle: Run | None, vanilla: Run | None, lang: str = "en") -> g
                          "other": max(0.0, s.wall_s - pre - s.draft_s - s.verify_s)}[name])
         fig.add_trace(go.Bar(y=rows, x=vals, orientation="h", name=shown[name],
                              marker=dict(color=colour, pattern=dict(shape=pattern, fgcolor="white")),
-                             hovertemplate=shown[name] + ": %{x:.2f} s<extra></extra>"))
+                             hovertemplate=shown[name] + ": %{x:.2f} " + T("fig.s", lang) + "<extra></extra>"))
     longest = max(r.summary.wall_s for _, r in runs)
     base_layout(fig, T("fig.timing", lang), height=260, barmode="stack")
     fig.update_xaxes(title=T("fig.seconds", lang), range=[0, longest * 1.05 + 1e-6], gridcolor="#eee")

@@ -9,33 +9,34 @@ import plotly.graph_objects as go
 from .i18n import Strings
 from .style import BLUE, GREY, INK, ORANGE, VERMILLION, base_layout, empty_figure
 
-# Published, from ../shared/REFERENCE.md section 9 (Tencent AngelSlim README): another model and head.
-PUBLISHED = {"nodes": 61, "speedup": 2.04, "tau": 2.85}
+# Published (Tencent AngelSlim README, github.com/Tencent/AngelSlim): another model and head; total_token=60
+# in the official code verifies 60 tokens (59 drafts + the root).
+PUBLISHED = {"nodes": 60, "speedup": 2.04, "tau": 2.85}
 
 TEXT = Strings({
     "panel": ("Why tree size depends on the hardware", "为什么草稿树的大小取决于硬件"),
-    "intro": ("A bigger draft tree gives a higher **τ** (tokens per cycle), but the target must verify every node in "
+    "intro": ("A bigger draft tree gives a higher **τ** (tokens per cycle, the bonus token included), but the target must verify every node in "
               "one forward pass. Is that pass free? **Measure this machine** times the target on k = 1..64 new "
               "tokens and the head's drafting steps, here, on this machine (under a minute on the default model), "
               "then predicts the speedup of each tree from τ measured with the shipped head.",
-              "草稿树越大，**τ**（每轮接受的词元数）越高，但目标模型要在一次前向中验证树上的每个节点。这次前向是免费的吗？"
-              "**测量本机**会在这台机器上计时：目标模型处理 k = 1..64 个新词元的前向时间，以及草稿头每一步起草的时间"
+              "草稿树越大，<b>τ</b>（每轮提交的词元数，含奖励词元）越高，但目标模型要在一次前向中验证树上的每个节点。这次前向是免费的吗？"
+              "<b>测量本机</b>会在这台机器上计时：目标模型处理 k = 1..64 个新词元的前向时间，以及草稿头每一步起草的时间"
               "（默认模型不到一分钟），再用随附草稿头测得的 τ 预测每种树的加速比。"),
     "button": ("Measure this machine", "测量本机"),
     "measuring": ("Measuring", "正在测量"),
     "waiting": ("Waiting for the decoder: a run is in progress…", "正在等待解码器：有一次运行正在进行……"),
     "no_model": ("No model: {error}", "没有模型：{error}"),
     "failed": ("The measurement failed: {error}. Shown: the recorded one.", "测量失败：{error}。当前显示的是记录的结果。"),
-    "zerogpu": ("Shown: the **recorded** measurement from docs/app.md ({when}). On a ZeroGPU Space the GPU is lent "
+    "zerogpu": ("Shown: the **recorded** measurement ({when}). On a ZeroGPU Space the GPU is lent "
                 "per decode, so this machine is not measured here.",
-                "当前显示的是 docs/app.md 中**记录的**测量结果（{when}）。在 ZeroGPU Space 上，GPU 只在每次解码时借用，"
+                "当前显示的是<b>记录的</b>测量结果（{when}）。在 ZeroGPU Space 上，GPU 只在每次解码时借用，"
                 "因此这里不测量本机。"),
     "done": ("Measured in {seconds:.1f} s on {device} ({threads} thread(s)): {target}.",
              "测量用时 {seconds:.1f} 秒，设备 {device}（{threads} 个线程）：{target}。"),
-    "recorded": ("Shown: the **recorded** measurement from docs/app.md ({when}). Press **Measure this machine** to "
+    "recorded": ("Shown: the **recorded** measurement ({when}). Press **Measure this machine** to "
                  "measure the machine the app runs on.",
-                 "当前显示的是 docs/app.md 中**记录的**测量结果（{when}）。点击**测量本机**以测量运行本应用的机器。"),
-    "none_yet": ("Press **Measure this machine** to draw the figure.", "点击**测量本机**以绘制图表。"),
+                 "当前显示的是<b>记录的</b>测量结果（{when}）。点击<b>测量本机</b>以测量运行本应用的机器。"),
+    "none_yet": ("Press **Measure this machine** to draw the figure.", "点击<b>测量本机</b>以绘制图表。"),
     "title": ("Predicted speedup vs tree size · best here: {best_here} · GPU illustration: {best_gpu}",
               "预测加速比与草稿树大小 · 本机最佳：{best_here} · GPU 示意：{best_gpu}"),
     "x": ("tree size (tokens the target verifies in one pass, log scale)", "树的大小（目标模型一次验证的词元数，对数刻度）"),
@@ -61,6 +62,8 @@ TEXT = Strings({
                   "GPU illustration (not measured) |",
                   "| 树 d,k,t | τ（记录值） | 验证（步） | 起草（步） | c | 本机加速比 | GPU 示意（非实测） |"),
     "tau_source": ("τ: {head}, {prompts}, greedy.", "τ：{head}，{prompts}，贪心解码。"),
+    "tau_prompts": ("MT-bench first turns, {per} per category = {n} prompts, {tokens} new tokens",
+                    "MT-bench 首轮问题，每类 {per} 个，共 {n} 个提示词，{tokens} 个新词元"),
     "gpu_note": ("GPU illustration, not measured: verification costs t(1) for any tree up to 64 tokens, and a drafting "
                  "step costs what reading its weights costs, {share:.3f} t(1): the head's layer, fc and draft LM head "
                  "are {head:.1f} M of the target's {target:.1f} M weights (one of its {layers} layers would be "
@@ -70,7 +73,7 @@ TEXT = Strings({
                  "（它 {layers} 层中的一层是 {layer:.3f}）。所以 c = 1 + 深度 × {share:.3f}。"),
     "why": ("**Why the best tree here is small, and on a GPU large.** A cycle costs c vanilla steps: one verification "
             "of the whole tree plus the drafting steps. The speedup is τ / c. On this CPU the target's forward is "
-            "limited by arithmetic as soon as it gets a few tokens, so t(k) grows with k: a 61-token tree costs "
+            "limited by arithmetic as soon as it gets a few tokens, so t(k) grows with k: a 60-token tree costs "
             "several vanilla steps, while τ grows only slowly with the tree (each extra node is less likely to be "
             "accepted). So c outgrows τ, and a small tree wins. A data-centre GPU at batch size 1 is limited by "
             "reading the weights, not by arithmetic: 64 tokens cost about as much as one, and a drafting step costs "
@@ -79,9 +82,9 @@ TEXT = Strings({
             "trees are large (60 nodes) and the CPU preset here is small. The dashed curve is that reasoning put "
             "into numbers (an illustration, not a GPU measurement; per-step kernel-launch overheads are left out); "
             "the published point is another, larger model.",
-            "**为什么本机最佳的树很小，而 GPU 上很大。** 每一轮花费 c 个普通解码步：一次验证整棵树，加上起草的各步。"
+            "<b>为什么本机最佳的树很小，而 GPU 上很大。</b> 每一轮花费 c 个普通解码步：一次验证整棵树，加上起草的各步。"
             "加速比等于 τ / c。在这台 CPU 上，目标模型的前向只要多几个词元就受限于算力，因此 t(k) 随 k 增长："
-            "61 个词元的树要花好几个普通步，而 τ 随树增大只缓慢增长（越往后的节点越不容易被接受）。于是 c 比 τ 涨得快，"
+            "60 个词元的树要花好几个普通步，而 τ 随树增大只缓慢增长（越往后的节点越不容易被接受）。于是 c 比 τ 涨得快，"
             "小树胜出。数据中心 GPU 在批大小为 1 时受限于读取权重，而不是算力：64 个词元和 1 个词元的代价差不多，"
             "起草一步的代价也只是读取小小草稿头权重的代价，只占目标模型一步的百分之几。所以 c 始终接近 1，每加深一层只多一点，"
             "多接受的每个词元都是收益。所以 EAGLE 发表的树很大（60 个节点），而这里的 CPU 预设很小。"
@@ -145,7 +148,9 @@ def hardware_markdown(measured: dict, result: dict, table: dict, lang: str = "en
         lines.append(f"| {h['tree']}{star} | {h['tau']:.2f} | {h['verify']:.2f} | {h['draft']:.2f} | {h['c']:.2f} | "
                      f"**{h['speedup']:.2f}×** | {g['speedup']:.2f}× |")
     w = measured["weights"]
-    lines += ["", T["tau_source"].format(head=table.get("head", "?"), prompts=table.get("prompts", "?")), "",
+    prompts = (T["tau_prompts"].format(per=table["per_category"], n=table["n_prompts"], tokens=table["max_new_tokens"])
+               if "n_prompts" in table else table.get("prompts", "?"))
+    lines += ["", T["tau_source"].format(head=table.get("head", "?"), prompts=prompts), "",
               T["gpu_note"].format(share=result["gpu_share"], head=w["head_step"] / 1e6, target=w["target"] / 1e6,
                                    layers=w["layers"], layer=1 / w["layers"])]
     return "\n".join(lines)

@@ -1,4 +1,6 @@
-"""The Learn tab's text: the algorithm in plain words, and a glossary."""
+"""The Learn tab's text: the algorithm in plain words, and a glossary. One idea per paragraph or list
+item, at most 120 words each (tests/test_i18n.py counts them). Each measured figure is a {name}
+field filled from the file that holds it (viz/figures.py), never typed here."""
 
 INTRO = """
 ### Why decoding is slow, and the speculative trick
@@ -15,13 +17,17 @@ EAGLE's drafter is one small transformer layer (the *auto-regression head*) that
 target's next **feature** instead of the next token. The feature is the target's top feature: its
 last hidden state after the final norm, the vector its LM head reads (the EAGLE paper calls it the
 "second-to-top layer", counting the LM head as the top; the official code takes the model's final,
-normed output). For EAGLE-1 and EAGLE-2 the target's own frozen LM head turns each predicted
-feature into token probabilities `q`.
-Why one layer? The drafter runs several times per cycle, so it must be far cheaper than the
-target. Here a second layer was tried: it raised the head's accuracy by half a point, left the
-accepted length unchanged and doubled the drafting time. What raised it was data like the questions
-asked: the shipped head learned from the target's own answers to open-ended English requests, and
-accepted more on MT-bench's writing, roleplay and humanities questions (`docs/training.md`).
+normed output). An LM head then turns each predicted feature into token probabilities `q`.
+
+**A draft vocabulary.** The official EAGLE-1/2 heads borrow the target's whole frozen LM head. The
+EAGLE-2 head shipped here borrows only {draft_rows} of its {vocab_rows} rows, the tokens that made up
+{coverage} of held-out training answers (`assets/head-smollm2-135m/config.json`): drafting is cheaper,
+but a token outside them can never be drafted, only produced as the bonus token. EAGLE-3 trains
+an LM head of its own over a small draft vocabulary.
+
+**Why one layer?** The drafter runs several times per cycle, so it must cost far less than the
+target. Here a second layer raised the head's accuracy by half a point, left τ unchanged and
+doubled the drafting time (`docs/training.md`).
 
 **The one-token shift.** The head's input at step *t* is the feature `f_t` *together with the
 embedding of the token actually sampled next*, `x_{t+1}`. Features are smooth and easy to
@@ -38,28 +44,17 @@ fixed tree shape (25 nodes). **EAGLE-2** grows the tree from the head's confiden
 then keeps the best `total tokens` nodes overall. Confident contexts get deep, narrow trees;
 uncertain ones get wide, shallow ones.
 
-**EAGLE-3** keeps EAGLE-2's tree but changes the head. It reads the target at three depths
-(the inputs of a low, a middle and a high layer: layers 2, 15 and 27 of SmolLM2's 30), fused by
-one linear layer, instead of only the top feature, which is tuned to predict just the next token.
-It drops the feature-regression loss and trains on tokens alone, with a *training-time test*:
-several draft steps unrolled during training, each feeding the head its own previous output,
-exactly as at draft time. Its acceptance then stays nearly flat with depth instead of falling
-away, and deeper drafts get accepted (the EAGLE-3 paper, Vicuna-13B, MT-bench, temperature 0:
-τ 6.65 against 4.83 for EAGLE-2). It has its own final norm and its own LM head over a small
-draft vocabulary (`d2t` maps a draft id to a target id), where EAGLE-1/2 borrow the target's LM
-head; verification still uses the target's full vocabulary, so the output stays the target's. The EAGLE-3 head shipped here for
-SmolLM2 has had about 11.3 hours of training on CPUs, two full passes over the same 2.44 M answer tokens
-as the EAGLE-2 head (which had 5.4 hours): τ 1.68 on all of MT-bench against 1.86 for the EAGLE-2 head
-on the CPU tree, 1.39× against 1.56× vanilla (after one pass it had 1.66; the second EAGLE-3 head, after
-1.5 hours, 1.56). Over the first pass its first guess went from right 35% to 45% of the time; the second
-pass took it to 48%, flat at the end. At this amount of data EAGLE-2 keeps the
-lead: it learns to predict the target's whole next feature (576 numbers a token) and borrows the
-target's LM head, where EAGLE-3 learns from the next token alone and trains its own LM head; the
-paper's gain came with far more data than a 2-core CPU can generate.
-The training-time test is not tied to EAGLE-3's architecture: the EAGLE-2 heads shipped here have
-been trained with it since the seventh (3, later 5 unrolled steps). When the seventh learned with
-it, its accuracy where it reads its own draft rose from 0.57 to 0.61 at depth 2 (0.54 to 0.59 at
-depth 3), with depth 1 unchanged.
+**EAGLE-3** keeps EAGLE-2's tree but changes the head. It reads the target at three depths (the
+inputs of layers 2, 15 and 27 of SmolLM2's 30), fused by one linear layer, instead of the top
+feature alone. It drops the feature loss and trains on tokens with a *training-time test*: several
+draft steps unrolled during training, each fed the head's own previous output, as at draft time.
+Its acceptance then stays nearly flat with depth (the EAGLE-3 paper, Vicuna-13B, MT-bench,
+temperature 0: τ 6.65 against 4.83 for EAGLE-2). Verification still uses the target's full
+vocabulary, so the output stays the target's.
+
+**Here, with far less data than the paper's**, EAGLE-2 keeps the lead: the shipped EAGLE-3 head
+reaches τ 1.68 against 1.86 for the EAGLE-2 head (all 80 MT-bench questions, greedy, the `cpu`
+tree; README, "Current numbers"). How both were trained: `docs/training.md`.
 
 The whole tree goes through the target in a single forward pass. The **tree-attention mask**
 (the small heatmap) lets each node see the committed text plus its own ancestors only, so
@@ -69,23 +64,21 @@ siblings never see each other, and each node sits at position *context length + 
 VERIFY = """
 ### Verification, and why the output is unchanged ("lossless")
 - **Greedy** (temperature 0): walk down from the root; a child is accepted only if it *is* the
-  target's top token there. The result is therefore the text vanilla greedy decoding would write,
-  token for token — the comparison panel checks this on every run. That is exact arithmetic's
-  promise: here, in float32, it holds because the engine's kernels give a token the same logits
-  whether the target reads it alone or inside a tree. In half precision (bf16/fp16, as GPUs
-  usually run) a forward over k tokens rounds differently from a forward over one, so where the
-  target's top two tokens are nearly tied the two runs can part; the EAGLE maintainers say the
-  same of FP16. Each run is still a correct greedy decode of the target to within that rounding.
-- **Sampling**: here the drafts are the head's top-k picks, not samples, so each child is a
-  point mass and `q` plays no part in the test: child `c` is accepted with probability `p(c)`;
-  after a rejection its probability is set to 0 and the rest renormalised (the *residual*) before
-  the next sibling is tried, so a later sibling passes when `u < p(c)` over the mass left; if all
-  fail, the bonus is sampled from what is left. (EAGLE-1 as published samples its drafts and uses
-  the classic rule; this app's EAGLE-1 uses the same top-k rule as EAGLE-2.) For sampled drafts
-  the classic rule accepts `x` with probability `min(1, p(x)/q(x))` and otherwise samples from
-  `norm(max(0, p − q))` (the `chain` method at temperature > 0). Summing both branches gives
-  exactly `p(x)`: every token still follows the target's distribution. Under sampling a draft the
-  target itself finds likely can still lose its draw: a rejection is chance, not a wrong guess.
+  target's top token there. In float32 the result is the text vanilla greedy decoding writes,
+  token for token; the comparison panel checks it on every run. On this app's CPU kernels that
+  holds because they give a token the same logits whether the target reads it alone or inside a
+  tree (`docs/performance.md`). In half precision (bf16/fp16, as GPUs usually run) a forward over k
+  tokens rounds differently from a forward over one, so where the target's top two tokens nearly
+  tie the two runs can part; the EAGLE maintainers say the same of FP16.
+- **Sampling, this app's trees**: the drafts are the head's top-k picks, not samples, so
+  `q` plays no part in the test: child `c` is accepted with probability `p(c)`. After a rejection its
+  probability is set to 0 and the rest renormalised (the *residual*), so a later sibling passes
+  when u < p(c) ÷ the mass left; if all fail, the bonus is sampled from what is left. A draft the
+  target finds likely can still lose its draw: a rejection is chance, not a wrong guess.
+- **Sampling, the classic rule** (EAGLE-1 as published samples its drafts; here the `chain`
+  method at temperature > 0, while this app's EAGLE-1 uses the top-k rule above): accept a drafted
+  `x` with probability `min(1, p(x)/q(x))`, otherwise sample from `norm(max(0, p − q))`. Summing
+  both branches gives exactly `p(x)`: every token still follows the target's distribution.
 - **One pass, two uses**: the verification forward also yields the target's true features at the
   accepted tokens, and the next cycle drafts from them; no extra pass is needed.
 """
@@ -109,52 +102,54 @@ OTHERS = """
   target is to accept a draft, so the tree can grow where acceptance is likely. That is also why
   EAGLE-2 needs no new training: it reuses EAGLE-1's head and changes only how the tree is built.
 - **How the head learns** (EAGLE-1/2): from the target's features on training text, predict the
-  next feature (a SmoothL1 loss) and, through the frozen LM head, the next token (a cross-entropy
-  weighted 0.1); EAGLE-3 keeps only the token loss.
+  next feature (a SmoothL1 loss) and, through the frozen LM head, the target's next-token
+  distribution (a soft cross-entropy against the target's own probabilities, weighted 0.1; the
+  EAGLE-1 paper and its official code); EAGLE-3 keeps only a token loss.
 """
 
 LANGUAGES = """
 ### English and Chinese: the same questions, different acceptance
-The same benchmark asked in English and in Chinese (table and figure, measured here with the shipped
-tenth head; `docs/training.md` has the commands). One might expect the head to accept less in
-Chinese (the EAGLE papers do not measure Chinese; the official EAGLE README notes that
-non-English data was removed from one head's training set): SmolLM2 is trained mostly on
-English, and its byte-level vocabulary splits most Chinese characters into two or three tokens,
-some of them single bytes that only make sense together (the tree shows them as ‹E4 BD›).
+The same benchmarks asked in English and in Chinese (table and figure, measured here with the
+shipped head, 16 prompts a set; `docs/training.md` has the commands). The EAGLE papers do not
+measure Chinese, and the official EAGLE README notes that non-English data was removed from one
+head's training set. SmolLM2 is trained mostly on English, and its byte-level vocabulary splits
+most Chinese characters into two or three tokens, some of them single bytes that only make sense
+together (the tree shows them as ‹E4 BD›).
+
 In the tree a token that holds part of a character is labelled with the character it builds and
 its share of the bytes (‹饭 1/3›: the first of 饭's three bytes); the node that completes it shows
 the character whole, and ‹E4…› marks a part whose rest the tree never drafted. τ counts tokens,
-not characters, so a Chinese τ is not Chinese text per pass: a character that takes three tokens
-needs three accepted drafts, and a wrong guess at any of its bytes ends the accepted path. The second head, trained on English-heavy reference
-answers, showed that gap on MGSM's grade-school maths (tau 2.11 vs 1.64). The later heads learned
-from the target's own answers, Chinese prompts among them, and the gap closed: MGSM 2.26 in
-English vs 2.29 in Chinese. On MT-bench's open-ended questions Chinese has the higher τ (2.28 vs
-1.92), in tokens: free English writing is hard to guess, part of the Chinese gain is bytes of one
-character following each other, and 16 prompts a set is a first measurement, not a ranking. Verification stays lossless in any language: a poorer guess costs speed, never
-correctness.
+not characters: a character of three tokens needs three accepted drafts, and a wrong guess at any
+of its bytes ends the accepted path.
+
+Measured: on MGSM's grade-school maths τ is {mgsm_en} in English and {mgsm_zh} in Chinese. On
+MT-bench's open-ended questions Chinese has the higher τ ({mt_zh} against {mt_en}), most in
+humanities ({huma_zh} against {huma_en}) and STEM ({stem_zh} against {stem_en}). Why has not been
+measured, and 2 prompts a category is a first look, not a ranking. Verification stays lossless in
+any language: a poorer guess costs speed, never correctness.
 """
 
 GLOSSARY = """
 ### Glossary
 | term | meaning |
 |---|---|
-| **τ (tau)**, mean accepted length | tokens committed per target forward pass, bonus included; vanilla = 1.00 |
+| **τ (tau)**, mean accepted length | tokens committed per cycle (one target forward pass), the bonus token included; the first token comes from reading the prompt, not from a cycle; vanilla = 1.00 |
 | **acceptance rate at depth d** | of the cycles whose accepted path reached depth d − 1, the share that accepted a draft at depth d too (the depth chart plots it per depth; depth counts tree levels below the root) |
 | **bonus token** | the target's own token after the accepted path; every cycle yields at least this one |
 | **speedup** | tokens/s of EAGLE ÷ tokens/s of vanilla, same prompt, same machine, one after the other |
 | **p, q** | target probability, draft probability of a token |
 | **cycle** | one draft → verify → accept step (one target forward) |
 
-*What a cycle costs decides where EAGLE wins. Measured on this project's 2-core CPUs with the
-CPU tree (3 drafted tokens, 2 deep), a cycle costs 1.20–1.39 single-token target passes (full
-MT-bench; more when the machine's memory is fast, since drafting and the extra rows are not
-memory-bound), so EAGLE wins once τ passes that: the shipped head's τ 1.86 gives 1.37–1.56×. The
-readable tree (12 tokens, 4 deep) verifies 13 tokens, which costs about 1.4–1.8 passes on the
-CPU before drafting (t(8)/t(1) = 1.38 and t(16)/t(1) = 1.84, measured), so it needs τ near 2 just
-to break even. The published GPU tree verifies 61 tokens: about 5 passes on this CPU
-(t(64)/t(1) = 5.1), so it loses here even at τ 2.87, while on a GPU a 61-token pass costs about as
-much as one. With the untrained fallback head τ ≈ 1: the output is still exactly right, just not
-faster.*
+*What a cycle costs decides where EAGLE wins. The hardware panel below measured {machine}
+({date}, {threads} threads, `{command}`): a forward over 8 new tokens costs {t8} single-token
+passes, over 16 {t16}, over 64 {t64}. A cycle of the `cpu` tree ({cpu_tree}, {cpu_nodes} tokens
+verified) costs c = {cpu_c} passes with its drafting; with τ {cpu_tau} that predicts {cpu_speedup}×.
+The readable tree ({explain_tree}): c = {explain_c}, τ {explain_tau}, {explain_speedup}×. The
+published GPU tree ({gpu_tree}, {gpu_nodes} tokens verified): c = {gpu_c}, τ {gpu_tau},
+{gpu_speedup}× here, while on a GPU such a pass costs about one. Speedups measured end to end: the
+README's "Current numbers".*
+
+*With the untrained fallback head τ ≈ 1: the output is still exactly right, just not faster.*
 """
 
 BLOCKS = ("INTRO", "FEATURES", "TREE", "VERIFY", "OTHERS", "LANGUAGES")
@@ -165,6 +160,8 @@ def learn_blocks(lang: str = "en") -> dict[str, str]:
     the language table, "glossary": the glossary below it}."""
     from . import learn_zh
 
+    from .figures import fill
+
     src = learn_zh if lang == "zh" else globals()
     get = (lambda name: getattr(src, name)) if lang == "zh" else src.get
-    return {"text": "\n".join(get(name) for name in BLOCKS), "glossary": get("GLOSSARY")}
+    return {"text": fill("\n".join(get(name) for name in BLOCKS)), "glossary": fill(get("GLOSSARY"))}

@@ -16,11 +16,7 @@ from .i18n import T
 from .style import (BLUE, BONUS, GREEN, INK, LEGEND_ROOM, SKY, VERMILLION, base_layout, cycle_texts, empty_figure, fmt_p, plot_text,
                     token_label)
 
-RULE_TITLES = {
-    "greedy": "greedy rule: accept a draft iff it is the target's top token",
-    "point_mass": "sampling rule: accept if u < p (later siblings: p over the mass rejected ones left)",
-    "ratio": "speculative sampling: accept if the draw u < min(1, p/q)",
-}
+RULES = ("greedy", "point_mass", "ratio")  # their titles: viz/i18n.py, fig.rule.*
 
 
 def tested_nodes(cycle: CycleRecord):
@@ -33,12 +29,12 @@ def probs_figure(cycle: CycleRecord, lang: str = "en") -> go.Figure:
     if not nodes and cycle.bonus_p is None:
         return empty_figure(T("fig.no_drafts", lang))
     shown, bonus_shown = cycle_texts(cycle)
-    marks = ["✓ accepted" if n.decision == ACCEPTED else "✗ rejected" for n in nodes]
+    marks = [T("fig.accepted_mark" if n.decision == ACCEPTED else "fig.rejected_mark", lang) for n in nodes]
     # One category per drafted node, labelled by tick text: two drafts with the same label (the
     # same token after the same parent text) shared one category, so one bar hid the other.
     xs = [f"node {n.index}" for n in nodes]
-    labels = [f"{m[0]} {plot_text(token_label(shown[n.index], 10))}<br><sup>after "
-              f"{plot_text(token_label(shown[n.parent], 8))}</sup>" for n, m in zip(nodes, marks)]
+    labels = [f"{m[0]} {plot_text(token_label(shown[n.index], 10))}<br><sup>"
+              f"{T('fig.after', lang, t=plot_text(token_label(shown[n.parent], 8)))}</sup>" for n, m in zip(nodes, marks)]
     fig = go.Figure()
     # value labels over the bars only while there is room for them (a few nodes); with more, they
     # ran into each other, and the hover still gives every value
@@ -46,34 +42,37 @@ def probs_figure(cycle: CycleRecord, lang: str = "en") -> go.Figure:
     if nodes:
         fig.add_trace(go.Bar(x=xs, y=[n.p for n in nodes], name=T("fig.p", lang), marker=dict(color=BLUE),
                              text=values([n.p for n in nodes]), textposition="outside", cliponaxis=False,
-                             hovertext=[f"{plot_text(repr(shown[n.index]))}: target p = {fmt_p(n.p)} · {m}" for n, m in zip(nodes, marks)],
+                             hovertext=[T("fig.hover_p", lang, t=plot_text(repr(shown[n.index])), p=fmt_p(n.p), mark=m)
+                                        for n, m in zip(nodes, marks)],
                              hoverinfo="text"))
         fig.add_trace(go.Bar(x=xs, y=[n.q for n in nodes], name=T("fig.q", lang),
                              marker=dict(color=SKY, pattern=dict(shape="/", fgcolor="white", size=8)),
                              text=values([n.q for n in nodes]), textposition="outside", cliponaxis=False,
-                             hovertext=[f"{plot_text(repr(shown[n.index]))}: draft q = {fmt_p(n.q)}" for n in nodes], hoverinfo="text"))
+                             hovertext=[T("fig.hover_q", lang, t=plot_text(repr(shown[n.index])), q=fmt_p(n.q)) for n in nodes],
+                             hoverinfo="text"))
     if cycle.bonus_p is not None:
         bx = "bonus"
-        xs, labels = xs + [bx], labels + [f"★ {plot_text(token_label(bonus_shown, 10))}<br><sup>bonus</sup>"]
+        xs, labels = xs + [bx], labels + [f"★ {plot_text(token_label(bonus_shown, 10))}<br><sup>{T('fig.bonus_tick', lang)}</sup>"]
         fig.add_trace(go.Bar(x=[bx], y=[cycle.bonus_p], name=T("fig.p_bonus", lang), text=[fmt_p(cycle.bonus_p)],
                              textposition="outside", cliponaxis=False,
                              marker=dict(color=BONUS, pattern=dict(shape=".", fgcolor="white", size=6)),
-                             hovertext=[f"bonus {plot_text(repr(bonus_shown))}: the target's own token, p = {fmt_p(cycle.bonus_p)}"],
+                             hovertext=[T("fig.hover_bonus", lang, t=plot_text(repr(bonus_shown)), p=fmt_p(cycle.bonus_p))],
                              hoverinfo="text"))
     sampled = [n for n in nodes if n.u is not None]
     if sampled:
         fig.add_trace(go.Scatter(
             x=[xs[nodes.index(n)] for n in sampled], y=[n.p_test for n in sampled], mode="markers",
-            name="threshold (p renormalised)" if cycle.rule == "point_mass" else "threshold min(1, p/q)",
+            name=T("fig.threshold_point_mass" if cycle.rule == "point_mass" else "fig.threshold_ratio", lang),
             marker=dict(symbol="line-ew", size=44, line=dict(width=4, color=INK)),
-            hovertext=[f"accept if u < {fmt_p(n.p_test)}" for n in sampled], hoverinfo="text"))
+            hovertext=[T("fig.hover_test", lang, p=fmt_p(n.p_test)) for n in sampled], hoverinfo="text"))
         fig.add_trace(go.Scatter(
-            x=[xs[nodes.index(n)] for n in sampled], y=[n.u for n in sampled], mode="markers", name="draw u",
+            x=[xs[nodes.index(n)] for n in sampled], y=[n.u for n in sampled], mode="markers", name=T("fig.draw_u", lang),
             marker=dict(symbol="diamond", size=15, color=[GREEN if n.decision == ACCEPTED else VERMILLION for n in sampled],
                         line=dict(width=1.5, color=INK)),
             hovertext=[f"u = {n.u:.3f} {'<' if n.decision == ACCEPTED else '≥'} {fmt_p(n.p_test)} → "
-                       f"{n.decision}" for n in sampled], hoverinfo="text"))
-    rule = T(f"fig.rule.{cycle.rule}", lang) if cycle.rule in RULE_TITLES else cycle.rule
+                       f"{T('fig.accepted_mark' if n.decision == ACCEPTED else 'fig.rejected_mark', lang)}" for n in sampled],
+            hoverinfo="text"))
+    rule = T(f"fig.rule.{cycle.rule}", lang) if cycle.rule in RULES else cycle.rule
     base_layout(fig, T("fig.probs", lang, n=cycle.step + 1, rule=rule), height=430,
                 barmode="group", bargap=0.25)
     fig.update_yaxes(range=[0, 1.12], title=T("fig.probability", lang), gridcolor="#eee", tickformat=".1f")

@@ -142,7 +142,7 @@ def comparison_html(eagle: Run | None, vanilla: Run | None, note: str = "", plac
                     lang: str = "en", parting: dict | None = None) -> str:
     """Cards: tokens/s, wall time, speedup, tau, draft vs verify, identical outputs; `note` says
     how the numbers were measured; `parting` (eagle_core.parting, as a dict) says where greedy
-    outputs that differ part, and whether that is a near-tie (in English only, so far)."""
+    outputs that differ part, and whether that is a near-tie."""
     t = lambda key, **kw: T(key, lang, **kw)  # noqa: E731
     if eagle is None and vanilla is None:
         text = placeholder or t("cards.empty")
@@ -166,32 +166,23 @@ def comparison_html(eagle: Run | None, vanilla: Run | None, note: str = "", plac
         elif same:
             cards.append(_card(t("cards.identical"), t("cards.identical_part", n=n)))
         elif greedy and parting:
-            cards.append(_card("✗ differ" if lang == "en" else "✗ 不同", f"from token {parting['position'] + 1} on: see below"))
+            cards.append(_card(t("cards.differ"), t("cards.differ_from", n=parting["position"] + 1)))
         elif greedy:
             cards.append(_card(t("cards.differ"), t("cards.differ_greedy")))
         else:
             cards.append(_card(t("cards.differ_sampled"), t("cards.differ_sampled_what")))
     how = f"<p class='eg-note'>{html.escape(note)}</p>" if note else ""
     why = verdict_html(eagle, vanilla, lang)  # the cycle's arithmetic; when EAGLE lost, why
-    return CSS + "<div class='eg-cards'>" + "".join(cards) + "</div>" + why + parting_html(parting) + how
+    return CSS + "<div class='eg-cards'>" + "".join(cards) + "</div>" + why + parting_html(parting, lang) + how
 
 
-def parting_html(p: dict | None) -> str:
+def parting_html(p: dict | None, lang: str = "en") -> str:
     """Why two greedy outputs part: the position, both candidates, their logit margin."""
     if not p:
         return ""
     v, e = html.escape(repr(p.get("vanilla_text", p["vanilla_token"]))), html.escape(repr(p.get("eagle_text", p["eagle_token"])))
-    head = (f"The outputs part at new token {p['position'] + 1}: vanilla chose {v}, EAGLE {e}. Asked once more "
-            f"(one ordinary forward of the shared text), the target puts their logits {abs(p['margin']):.4g} apart "
-            f"(largest logit {p['scale']:.3g}).")
-    if p["near_tie"]:
-        why = (f" That is a near-tie in {p['dtype']} (within {p['tolerance']:.3g}, a few units of its rounding at this "
-               "scale): a forward over a whole tree rounds differently from a forward over one token, and here "
-               "the rounding decided. Both outputs are greedy decodes of the target to within that rounding; "
-               "in float32 they are identical.")
-    else:
-        why = (" That is no near-tie: the target clearly prefers one of them, so this is a bug in the engine "
-               "(please report it with the trace).")
+    head = T("part.head", lang, n=p["position"] + 1, v=v, e=e, margin=f"{abs(p['margin']):.4g}", scale=f"{p['scale']:.3g}")
+    why = (T("part.tie", lang, dtype=p["dtype"], tol=f"{p['tolerance']:.3g}") if p["near_tie"] else T("part.bug", lang))
     return f"<p class='eg-note'>{head}{why}</p>"
 
 
@@ -215,7 +206,7 @@ def replay_html(eagle: Run | None, vanilla: Run | None, nonce: int = 0, speed: f
         total = chunks[-1][0] if chunks else 0.0
         body = "".join(f"<span class='eg-chunk' style='animation-delay:{t / speed:.3f}s'>{html.escape(text)}</span>"
                        for t, text in chunks)
-        panels.append(f"<div><h4>{label} · {total:.2f} s</h4><div class='eg-bar'><div style='animation-duration:"
+        panels.append(f"<div><h4>{label} · {total:.2f} {T('fig.s', lang)}</h4><div class='eg-bar'><div style='animation-duration:"
                       f"{max(total / speed, 0.01):.3f}s'></div></div><div class='eg-text' style='max-height:300px'>"
                       f"{body}</div></div>")
     if not panels:

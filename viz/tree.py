@@ -69,19 +69,18 @@ def tree_layout(g: nx.DiGraph) -> dict:
     return pos
 
 
-def _hover(a: dict) -> str:
+def _hover(a: dict, lang: str = "en") -> str:
     tok = plot_text(repr(a["text"]))
     if a["kind"] == "bonus":
-        return (f"<b>bonus token</b> {tok} (id {a['token_id']})<br>the target's own choice after the "
-                f"accepted path<br>p (target) = {fmt_p(a['p'])}")
+        return T("hover.bonus", lang, tok=tok, id=a["token_id"], p=fmt_p(a["p"]))
     if a["kind"] == "root":
-        return f"<b>root</b> {tok} (id {a['token_id']})<br>last committed token; every draft starts here"
-    lines = [f"<b>{tok}</b> (id {a['token_id']}), depth {a['depth']}",
-             f"decision: <b>{a['decision'].replace('_', ' ')}</b>",
-             f"q (draft) = {fmt_p(a['q'])}", f"p (target) = {fmt_p(a['p'])}",
-             f"cumulative score Σ log q = {a['score']:.2f}"]
+        return T("hover.root", lang, tok=tok, id=a["token_id"])
+    lines = [T("hover.node", lang, tok=tok, id=a["token_id"], d=a["depth"]),
+             T("hover.decision", lang, what=T(f"dec.{a['decision']}", lang)),  # the legend's words
+             T("hover.q", lang, q=fmt_p(a["q"])), T("hover.p", lang, p=fmt_p(a["p"])),
+             T("hover.score", lang, s=f"{a['score']:.2f}")]
     if a["u"] is not None:
-        lines.append(f"draw u = {a['u']:.3f} vs {fmt_p(a['p_test'])}")
+        lines.append(T("hover.u", lang, u=f"{a['u']:.3f}", p=fmt_p(a["p_test"])))
     return "<br>".join(lines)
 
 
@@ -121,7 +120,7 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
                           color="#1f2430" if decision != NOT_REACHED else "#777"),
             marker=dict(symbol=symbol, size=22 if big else 15, color=colour,
                         line=dict(width=2 if symbol != "x" else 0, color="white" if symbol != "circle-open" else colour)),
-            hovertext=[_hover(g.nodes[n]) for n in nodes], hoverinfo="text",
+            hovertext=[_hover(g.nodes[n], lang) for n in nodes], hoverinfo="text",
         ))
     n_rows = 1 + max((-y for _, y in pos.values()), default=0)
     max_depth = max((x for x, _ in pos.values()), default=1)
@@ -155,7 +154,7 @@ def mask_figure(cycle: CycleRecord, lang: str = "en") -> go.Figure:
     shown, _ = cycle_texts(cycle)
     labels = [plot_text(f"{'✓ ' if n.index in on_path else ''}{n.index} {token_label(shown[n.index], 8)}")
               for n in cycle.nodes]
-    hover = [[f"{labels[i]} {'sees' if m[i][j] else 'does NOT see'} {labels[j]}" for j in range(len(m))]
+    hover = [[T("hover.sees" if m[i][j] else "hover.blind", lang, a=labels[i], b=labels[j]) for j in range(len(m))]
              for i in range(len(m))]
     fig = go.Figure(go.Heatmap(z=m, x=labels, y=labels, colorscale=[[0, "#f1f1f1"], [1, BLUE]], zmin=0, zmax=1,
                                showscale=False, xgap=1, ygap=1, hovertext=hover, hoverinfo="text"))

@@ -3,6 +3,8 @@
     python -m eagle_core.bench.hardware [--json-out F] [--png-out docs/img/hardware.png]
     python -m eagle_core.bench.hardware --from-json assets/learn/hardware_recorded.json --png-out docs/img/hardware.png
                                         (no measurement: the figure and table again from a recorded one)
+    python -m eagle_core.bench.hardware --record   (on a quiet machine: tau per tree with the shipped head,
+                                        then the timings; rewrites both files the page quotes, RECORD_COMMAND)
 
 Measures, on this machine, the target's forward time t(k) for k = 1..64 new tokens (body with the
 engine's tree mask + LM head on all k rows, costmodel.measure_forward) and the head's time per
@@ -29,6 +31,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -43,6 +46,12 @@ RECORDED = os.path.join(ROOT, "assets", "learn", "hardware_recorded.json")
 SPREAD = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # the k of the t(k)/t(1) table
 CATCH_UP = (1, 2, 3, 4)  # tokens the first drafting step of a cycle processes: the accepted path
 FORWARD, HEAD = "target forward, k = 1..64", "head, one drafting step per width"
+# The recording: the sweep's trees plus every preset (read from config when it runs), tau on MT-bench's first
+# turns, 2 per category, greedy, 128 new tokens; the page, the panel and the README quote what it writes.
+SWEEP = ("1,1,1", "2,2,4", "3,2,6", "3,4,8", "4,4,12", "5,8,16", "5,8,24", "6,10,32")
+RECORD_PRESETS = ("cpu", "explain", "gpu")
+RECORD_PROMPTS = os.path.join(os.path.dirname(ROOT), "shared", "data", "eval", "mt_bench_question.jsonl")
+RECORD_COMMAND = "python -m eagle_core.bench.hardware --record"
 
 
 def tree_key(t: TreeSetting) -> str:
@@ -182,9 +191,109 @@ def to_json(measured: dict) -> dict:
             "step_ms": {str(k): v for k, v in measured["step_ms"].items()}}
 
 
-def main(argv=None) -> dict:
-    import sys
+def record_trees() -> list[TreeSetting]:
+    """The recording's trees: SWEEP and the presets as config has them now, each once, by size."""
+    from ..config import parse_tree
 
+    trees = {t.text: t for t in map(parse_tree, SWEEP + RECORD_PRESETS)}
+    return sorted(trees.values(), key=lambda t: (t.total_tokens, t.depth))
+
+
+def record(engine, prompts_path: str = RECORD_PROMPTS, per_category: int = 2, max_new_tokens: int = 128,
+           repeats: int = 5, tau_path: str = TAU_TABLE, recorded_path: str = RECORDED, log=print) -> tuple[dict, dict]:
+    """Tau per tree (record_trees) on the prompts, then this machine's timings; writes both files, each
+    with its machine, date and RECORD_COMMAND. -> (tau table, measurement)."""
+    from ..train.evaluate import evaluate_prompts, load_eval_prompts
+
+    trees, prompts = record_trees(), load_eval_prompts(prompts_path, per_category)
+    taus = {}
+    for t in trees:
+        log(f"tau of tree {t.text} on {len(prompts)} prompts")
+        res = evaluate_prompts(engine, prompts, t.settings("eagle2", temperature=0.0, max_new_tokens=max_new_tokens,
+                                                            seed=0), log=lambda _: None)
+        taus[t.text] = round(res["overall"]["tau"], 4)
+    date = time.strftime("%Y-%m-%d", time.gmtime())
+    machine = hardware_name(engine.target.device)
+    table = {"source": RECORD_COMMAND, "head": engine.head_name, "method": "eagle2",
+             "draft_vocab": len(engine.draft_vocab) if engine.draft_vocab else "full",
+             "prompts": f"MT-bench first turns, {per_category} per category = {len(prompts)} prompts "
+                        f"({os.path.basename(prompts_path)})",
+             "per_category": per_category, "n_prompts": len(prompts), "max_new_tokens": max_new_tokens, "temperature": 0.0, "presets": {n: parse_preset(n) for n in RECORD_PRESETS},
+             "machine": f"{machine}; tau does not depend on the machine", "date": date, "tau": taus}
+    with open(tau_path, "w", encoding="utf-8") as f:
+        json.dump(table, f, indent=1)
+    log("timing the machine")
+    m = measure(engine.target, engine.drafter.head, engine.draft_vocab, trees, repeats=repeats,
+                progress=lambda f, what: log(f"  {100 * f:3.0f}%  {what}"))
+    m.update(threads=torch.get_num_threads(), command=RECORD_COMMAND)
+    with open(recorded_path, "w", encoding="utf-8") as f:
+        json.dump(to_json(m), f, indent=1)
+    return table, m
+
+
+def load_recorded(path: str = RECORDED) -> dict:
+    with open(path, encoding="utf-8") as f:
+        m = json.load(f)
+    m["forward_ms"] = {int(k): v for k, v in m["forward_ms"].items()}
+    m["step_ms"] = {int(k): v for k, v in m["step_ms"].items()}
+    return m
+
+
+QUOTED_K = (8, 16, 64)  # the t(k)/t(1) the page quotes
+
+
+def quoted(measured: dict | None = None, table: dict | None = None) -> dict[str, str]:
+    """Every figure the page and the README quote from the recording, as text: machine, date, command,
+    t(k)/t(1) for QUOTED_K, and per preset (cpu, explain, gpu as config has them now) its tree, tokens
+    verified, tau, cost c in vanilla steps and predicted speedup here ("—" for a tree not recorded)."""
+    m = measured or load_recorded()
+    table = table or load_tau_table()
+    res = lesson(m, table)
+    rows = {r["tree"]: r for r in res["here"]}
+    fwd = {int(k): v for k, v in m["forward_ms"].items()}
+    q = {"machine": m.get("hardware", m.get("device", "?")), "date": m.get("date", "?"),
+         "threads": str(m.get("threads", "?")), "command": m.get("command", RECORD_COMMAND),
+         "tau_prompts": str(table.get("prompts", "?")), "t1_ms": f"{fwd[1]:.1f}"}
+    for k in QUOTED_K:
+        q[f"t{k}"] = f"{(fwd[k] if k in fwd else interp(fwd, k)) / fwd[1]:.2f}"
+    for name in RECORD_PRESETS:
+        tree = parse_preset(name)
+        r = rows.get(tree)
+        q[f"{name}_tree"], q[f"{name}_nodes"] = tree, str(int(tree.split(",")[2]) + 1)
+        for field, fmt in (("tau", "{:.2f}"), ("verify", "{:.2f}"), ("c", "{:.2f}"), ("speedup", "{:.2f}")):
+            q[f"{name}_{field}"] = fmt.format(r[field]) if r else "—"
+    return q
+
+
+README_MARK = "the hardware panel's recording"
+
+
+def readme_row(q: dict[str, str]) -> str:
+    """The README's row of the recording ("Current numbers"); tests check the README carries exactly this."""
+    x = lambda name: (f"{q[name + '_speedup']}x (tau {q[name + '_tau']}, c {q[name + '_c']})"  # noqa: E731
+                      if q[name + "_tau"] != "—" else "not recorded")
+    return (f"| {q['machine']} | {README_MARK} ({q['date']}, {q['threads']} threads): t(k)/t(1) for k = 8 / 16 / 64; "
+            f"predicted speedup of the presets cpu {q['cpu_tree']} / explain {q['explain_tree']} / gpu {q['gpu_tree']} "
+            f"| {q['t8']} / {q['t16']} / {q['t64']}; {x('cpu')} / {x('explain')} / {x('gpu')} | `{q['command']}` |")
+
+
+def write_readme_row(path: str = os.path.join(ROOT, "README.md")) -> None:
+    """Put readme_row() in the README's table, in place of the row it had (the recording's one command)."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    i = next(i for i, line in enumerate(lines) if README_MARK in line and line.startswith("|"))
+    lines[i] = readme_row(quoted())
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+def parse_preset(name: str) -> str:
+    from ..config import parse_tree
+
+    return parse_tree(name).text
+
+
+def main(argv=None) -> dict:
     from ..engine_loading import load_engine
 
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.hardware", description=__doc__.split("\n\n")[0])
@@ -195,11 +304,25 @@ def main(argv=None) -> dict:
     ap.add_argument("--json-out", default=None, help="the measurement as JSON (the app shows it before a run)")
     ap.add_argument("--png-out", default=None, help="the figure as PNG (matplotlib; for the docs)")
     ap.add_argument("--from-json", default=None, help="no measurement: report and draw a recorded one (--json-out's file)")
+    ap.add_argument("--record", action="store_true",
+                    help="tau per tree (the sweep and every preset) and the timings, written to the files the page "
+                         "reads (assets/learn/tau_by_tree.json, hardware_recorded.json) and docs/img/hardware.png; "
+                         "2 threads unless --threads; run on a quiet machine")
+    ap.add_argument("--prompts", default=RECORD_PROMPTS, help="--record's prompts (MT-bench's question file)")
     a = ap.parse_args(argv)
-    if a.threads:
+    if a.record:
+        torch.set_num_threads(a.threads or 2)
+        engine = load_engine(device=a.device, methods=("eagle2",))
+        record(engine, a.prompts, repeats=max(a.repeats, 5), log=lambda s: print(s, file=sys.stderr, flush=True))
+        a.png_out = a.png_out or os.path.join(ROOT, "docs", "img", "hardware.png")
+        a.tau_table, a.json_out = TAU_TABLE, None
+    elif a.threads:
         torch.set_num_threads(a.threads)
     table = load_tau_table(a.tau_table)
-    if a.from_json:
+    if a.record:
+        m = load_recorded()
+        write_readme_row()
+    elif a.from_json:
         with open(a.from_json, encoding="utf-8") as f:
             m = json.load(f)
         m["forward_ms"] = {int(k): v for k, v in m["forward_ms"].items()}

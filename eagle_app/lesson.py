@@ -18,7 +18,7 @@ from viz.examples import load_trace_file
 from viz.i18n import Strings, lang_of
 from viz.style import cycle_texts, md_text, token_label
 
-from .lesson_plan import LESSON_DIR, STEPS, BY_KEY, is_byte_token, load_manifest, residual_nodes
+from .lesson_plan import BY_KEY, LESSON_DIR, is_byte_token, load_manifest, load_meta, residual_nodes
 
 TEXT = Strings({
     "tab": ("Lesson", "课堂"),
@@ -30,7 +30,7 @@ TEXT = Strings({
               "question; the figures answer it.",
               "七段真实模型的运行记录，每段讲一个概念。选一步，朗读说明，提出问题；答案就在图中。"),
     "head": ("### Step {i} of {n} · {title}", "### 第 {i} 步（共 {n} 步）· {title}"),
-    "ask": ("**Question for the class:** {q}", "**问全班：**{q}"),
+    "ask": ("**Question for the class:** {q}", "**问全班**：{q}"),
     "source": ("Trace: “{prompt}” · cycle {k} of {of} · chosen as: {rule}",
                "轨迹：“{prompt}” · 第 {k} 轮（共 {of} 轮）· 选取规则：{rule}"),
     "missing": ("The lesson's traces are missing: run `python scripts/make_lesson_traces.py`.",
@@ -42,11 +42,11 @@ TEXT = Strings({
     "cap.tree": ("Before the big model runs, EAGLE's small draft head guesses what comes next. It does not guess "
                  "one token but a tree. The root is the token the model chose last (“{root}”). The head tried {kids} "
                  "different next tokens, then kept guessing after the most promising ones, {depth} levels deep: "
-                 "{n} drafts in all. Each path down from the root is one possible continuation. Nothing is decided "
-                 "yet; these are only guesses.",
+                 "{n} drafts in all. Each path down from the root is one possible continuation. The colours show "
+                 "what the target model later decided about them: the next steps' story.",
                  "在大模型运行之前，EAGLE 的小型草稿头先猜接下来的内容。它猜的不是一个 token，而是一棵树。根节点是模型"
                  "上一步选定的 token（“{root}”）。草稿头先试了 {kids} 个不同的下一个 token，再沿最有希望的几条继续猜，"
-                 "共 {depth} 层：一共 {n} 个草稿。从根往下的每条路径都是一种可能的续写。此时什么都还没决定，这些只是猜测。"),
+                 "共 {depth} 层：一共 {n} 个草稿。从根往下的每条路径都是一种可能的续写。颜色表示目标模型随后对它们的判定：那是后面几步要讲的内容。"),
     "q.tree": ("How many different first tokens did the head try, and how many levels deep does the tree go?",
                "草稿头试了几个不同的第一个 token？这棵树有几层深？"),
     "rule.tree": ("the first cycle with a full tree", "第一个用满草稿树的轮次"),
@@ -104,13 +104,13 @@ TEXT = Strings({
     "rule.residual": ("the first cycle that accepted a draft after a rejected sibling", "第一个在兄弟节点被拒绝后接受草稿的轮次"),
 
     "title.bytes": ("A Chinese prompt's byte tokens", "中文提示词的字节 token"),
-    "cap.bytes": ("This model's vocabulary was learned mostly from English text, so many Chinese characters are not "
-                  "one token: a character is 3 UTF-8 bytes, and here each byte is its own token (labels such as "
-                  "‹长 1/3›). In this cycle the target accepted {k} byte tokens: “{quoted}”. Only together do "
+    "cap.bytes": ("Only {whole} of this model's {vocab:,} tokens are whole Chinese characters, so most characters "
+                  "are split: a common character is 3 UTF-8 bytes, and here each byte is its own token (labels such "
+                  "as ‹长 1/3›). In this cycle the target accepted {k} byte tokens: “{quoted}”. Only together do "
                   "they make characters: this cycle wrote “{chars}”. Drafting and checking work on bytes exactly as "
                   "on words.",
-                  "这个模型的词表主要从英文文本中学得，所以很多汉字不是一个 token：一个汉字占 3 个 UTF-8 字节，这里每个字节"
-                  "各是一个 token（标签如 ‹长 1/3›）。这一轮目标模型接受了 {k} 个字节 token：“{quoted}”。它们合在一起"
+                  "这个模型的 {vocab:,} 个 token 中只有 {whole} 个是完整的汉字，所以多数汉字会被拆开：常用汉字占 3 个 "
+                  "UTF-8 字节，这里每个字节各是一个 token（标签如 ‹长 1/3›）。这一轮目标模型接受了 {k} 个字节 token：“{quoted}”。它们合在一起"
                   "才组成汉字：这一轮写出了“{chars}”。起草和检验对字节的处理与对词语完全一样。"),
     "q.bytes": ("How many tokens did this cycle need for the characters “{chars}”, and which node completes the first one?",
                 "这一轮写出“{chars}”用了多少个 token？哪个节点补全了第一个汉字？"),
@@ -162,7 +162,7 @@ def _quote(texts, lang: str) -> str:
     return TEXT("list_sep", lang).join(md_text(token_label(t, 16)) for t in texts)
 
 
-def facts(key: str, c, lang: str, temperature: float = 0.0) -> dict:
+def facts(key: str, c, lang: str, temperature: float = 0.0, vocab: dict | None = None) -> dict:
     """The fields of step `key`'s caption and question, read from its cycle `c` (and its run's temperature)."""
     shown, bonus = cycle_texts(c)
     acc = [c.nodes[i] for i in c.accepted[1:]]
@@ -185,7 +185,9 @@ def facts(key: str, c, lang: str, temperature: float = 0.0) -> dict:
         return dict(t=f"{temperature:g}", rej=label(lost), u1=_num(lost.u), p1=_num(lost.p_test), acc=label(won),
                     p2=_num(won.p), t2=_num(won.p_test), u2=_num(won.u))
     if key == "bytes":
-        return dict(k=sum(1 for n in acc if is_byte_token(n.text)), quoted=_quote((shown[n.index] for n in acc), lang),
+        vocab = vocab or {}
+        return dict(whole=vocab.get("whole_chinese", "?"), vocab=vocab.get("size", 0),
+                    k=sum(1 for n in acc if is_byte_token(n.text)), quoted=_quote((shown[n.index] for n in acc), lang),
                     chars=md_text(c.committed_text.strip()))
     if key == "hardware":
         return dict(n=c.n_draft + 1, ratio=_ratio(c.n_draft + 1, lang))
@@ -214,11 +216,14 @@ def card(plan: list[dict], i: int, lang: str) -> str:
     s = plan[i - 1]
     eagle, _ = trace(s["file"])
     c = eagle.cycles[s["cycle"] - 1]
-    f = facts(s["key"], c, lang, eagle.summary.settings.get("temperature", 0.0))
+    f = facts(s["key"], c, lang, eagle.summary.settings.get("temperature", 0.0), load_meta().get("vocab"))
     return "\n\n".join((TEXT("head", lang, i=i, n=len(plan), title=TEXT(f"title.{s['key']}", lang)),
                         TEXT(f"cap.{s['key']}", lang, **f), TEXT("ask", lang, q=TEXT(f"q.{s['key']}", lang, **f)),
                         "<small>" + TEXT("source", lang, prompt=md_text(s["prompt"]), k=s["cycle"], of=len(eagle.cycles),
                                          rule=TEXT(f"rule.{s['key']}", lang)) + "</small>"))
+
+
+WIDE = ("hardware",)  # figures drawn under the tree, full width (the hardware figure's legend needs it)
 
 
 def side_figure(key: str, c, lang: str):
@@ -234,20 +239,28 @@ def side_figure(key: str, c, lang: str):
     return None
 
 
-def step_views(value, lang: str = "en") -> tuple:
-    """(radio, card, tree, side figure, text) of the step `value` in `lang`."""
-    lang = lang_of(lang)
+def step_data(value, lang: str = "en") -> tuple:
+    """(step number, card, tree figure, side figure or None, wide figure or None, text HTML) of the step
+    `value` in `lang`: a step's second figure is beside the tree, or under it when it needs the width."""
     plan = steps()
     i = step_of(value, plan)
-    radio = gr.Radio(choices=choices(plan, lang), value=i)
     if not plan:
-        return radio, TEXT("missing", lang), None, gr.Plot(visible=False), ""
+        return i, TEXT("missing", lang), None, None, None, ""
     s = plan[i - 1]
     eagle, _ = trace(s["file"])
     c = eagle.cycles[s["cycle"] - 1]
-    side = side_figure(s["key"], c, lang)
-    return (radio, card(plan, i, lang), viz.tree_figure(c, lang=lang),
-            gr.Plot(value=side, visible=side is not None), viz.colored_text_html(eagle.cycles, selected=c.step, lang=lang))
+    fig = side_figure(s["key"], c, lang)
+    wide = BY_KEY[s["key"]].side in WIDE
+    return (i, card(plan, i, lang), viz.tree_figure(c, lang=lang), None if wide else fig, fig if wide else None,
+            viz.colored_text_html(eagle.cycles, selected=c.step, lang=lang))
+
+
+def step_views(value, lang: str = "en") -> tuple:
+    """The callbacks' (radio, card, tree, side figure, wide figure, text) of the step `value` in `lang`."""
+    lang = lang_of(lang)
+    i, md, tree, side, wide, text = step_data(value, lang)
+    return (gr.Radio(choices=choices(steps(), lang), value=i), md, tree, gr.Plot(value=side, visible=side is not None),
+            gr.Plot(value=wide, visible=wide is not None), text)
 
 
 def choices(plan: list[dict], lang: str) -> list[tuple[str, int]]:
@@ -295,14 +308,15 @@ def tab(c: dict, lang: str = "en") -> None:
             c["lesson_step"] = gr.Radio(choices(plan, lang), value=1 if plan else None, show_label=False,
                                         container=False, scale=6, elem_id="eg-lesson-steps")
             c["lesson_next"] = gr.Button(TEXT("next", lang), size="sm", min_width=110, scale=0, elem_id="eg-lesson-next")
-        _, first, tree, side, text = step_views(1, lang)
+        _, first, tree, side, wide, text = step_data(1, lang)
         c["lesson_card"] = gr.Markdown(first, elem_id="eg-lesson-card", elem_classes="eg-learn")
         with gr.Row():
             c["lesson_tree"] = gr.Plot(tree, show_label=False, label="lesson tree", scale=3, min_width=380,
                                        elem_id="eg-lesson-tree")
-            c["lesson_side"] = gr.Plot(side.value if isinstance(side, gr.Plot) else None, show_label=False,
-                                       label="lesson figure", scale=2, min_width=330, elem_id="eg-lesson-side",
-                                       visible=getattr(side, "visible", False))
+            c["lesson_side"] = gr.Plot(side, show_label=False, label="lesson figure", scale=2, min_width=330,
+                                       elem_id="eg-lesson-side", visible=side is not None)
+        c["lesson_wide"] = gr.Plot(wide, show_label=False, label="lesson figure", elem_id="eg-lesson-wide",
+                                   visible=wide is not None)
         c["lesson_text"] = gr.HTML(text, elem_id="eg-lesson-text")
         c["lesson_open"] = gr.Button(TEXT("open", lang), size="sm", elem_id="eg-lesson-open")
 
@@ -310,7 +324,7 @@ def tab(c: dict, lang: str = "en") -> None:
 def wire(page) -> None:
     """The tab's events: a step picked, previous / next, the language switch, and opening the trace."""
     c = page.c
-    views = [c["lesson_step"], c["lesson_card"], c["lesson_tree"], c["lesson_side"], c["lesson_text"]]
+    views = [c["lesson_step"], c["lesson_card"], c["lesson_tree"], c["lesson_side"], c["lesson_wide"], c["lesson_text"]]
     hidden = dict(api_visibility="private", show_progress="hidden")
     c["lesson_step"].input(step_views, [c["lesson_step"], c["lang"]], views, **hidden)
     c["lesson_prev"].click(lambda v, lang: shift(v, -1, lang), [c["lesson_step"], c["lang"]], views, **hidden)

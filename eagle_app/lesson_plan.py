@@ -109,8 +109,23 @@ BY_KEY = {s.key: s for s in STEPS}
 
 def load_manifest(path: str = MANIFEST) -> list[dict]:
     """[{key, file, cycle (1-based), rule, settings, prompt, title}, ...] in lesson order ([] if missing)."""
+    return [s for s in load_meta(path).get("steps", []) if s.get("key") in BY_KEY]
+
+
+def load_meta(path: str = MANIFEST) -> dict:
+    """The whole manifest: the steps, the command, the model and head, the vocabulary's counts ({} if missing)."""
     try:
         with open(path, encoding="utf-8") as f:
-            return [s for s in json.load(f)["steps"] if s["key"] in BY_KEY]
-    except (OSError, ValueError, KeyError):
-        return []
+            d = json.load(f)
+        return d if isinstance(d, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def chinese_tokens(tokenizer) -> dict:
+    """{"size": tokens in the vocabulary, "whole_chinese": tokens that decode to whole CJK characters}."""
+    import re
+
+    vocab = tokenizer.get_vocab()
+    whole = sum(1 for i in vocab.values() if re.fullmatch(r"\s?[\u4e00-\u9fff]+", tokenizer.decode([i])))
+    return {"size": len(vocab), "whole_chinese": whole}

@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from eagle_app.lesson_plan import LESSON_DIR, SEEDS, STEPS  # noqa: E402
+from eagle_app.lesson_plan import LESSON_DIR, SEEDS, STEPS, chinese_tokens  # noqa: E402
 from eagle_app.model import model_from_env  # noqa: E402
 from eagle_app.worker import Worker  # noqa: E402
 from eagle_core import DecodeSettings  # noqa: E402
@@ -59,7 +59,8 @@ def make_lesson_traces(out_dir: str | None = None) -> list[dict]:
                              title=title))
         print(f"step {i} {step.key}: cycle {k + 1} of {len(runs['eagle'].cycles)} (seed {seed})", flush=True)
     with open(os.path.join(out_dir, "lesson.json"), "w", encoding="utf-8") as f:
-        json.dump({"command": "python scripts/make_lesson_traces.py", "model": engine.target.name, "head": engine.head_name, "steps": manifest}, f, ensure_ascii=False, indent=1)
+        json.dump({"command": "python scripts/make_lesson_traces.py", "model": engine.target.name, "head": engine.head_name,
+                   "vocab": chinese_tokens(engine.target.tokenizer), "steps": manifest}, f, ensure_ascii=False, indent=1)
     return manifest
 
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from eagle_app import lesson
-from eagle_app.lesson_plan import BY_KEY, LESSON_DIR, STEPS, TREE, is_byte_token, load_manifest
+from eagle_app.lesson_plan import BY_KEY, LESSON_DIR, STEPS, TREE, chinese_tokens, is_byte_token, load_manifest, load_meta
 from eagle_core import DecodeSettings
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED
 from viz.examples import load_trace_file
@@ -95,6 +95,15 @@ def test_shipped_traces_are_what_the_engine_decodes(key):
         [[c.nodes[i].token_id for i in c.accepted] for c in shipped.cycles]
     if vanilla is not None:  # greedy: the EAGLE output is the target's own
         assert vanilla.summary.token_ids == shipped.summary.token_ids
+
+
+def test_the_recorded_vocabulary_counts_are_the_tokenizers():
+    """Step 6's caption says how few of the vocabulary's tokens are whole Chinese characters."""
+    from tests.app_fixtures import default_engine
+
+    counts = chinese_tokens(default_engine().target.tokenizer)
+    assert load_meta()["vocab"] == counts and 0 < counts["whole_chinese"] < counts["size"] // 100
+    assert f"Only {counts['whole_chinese']} of" in lesson.card(PLAN, 6, "en")
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -1,4 +1,4 @@
-"""The page: the gr.Blocks layout (Decode, Learn and Traces tabs), then the event wiring
+"""The page: the gr.Blocks layout (Decode, Learn, Lesson and Traces tabs), then the event wiring
 (wiring.py). `build()` returns the Blocks and the components by name; it loads no model.
 """
 from __future__ import annotations

@@ -228,8 +228,12 @@ WIDE = ("hardware",)  # figures drawn under the tree, full width (the hardware f
 
 def side_figure(key: str, c, lang: str):
     side = BY_KEY[key].side
-    if side == "mask":
-        return viz.mask_figure(c, lang)
+    if side == "mask":  # taller, every row and column labelled: step 2's question names a row
+        fig = viz.mask_figure(c, lang)
+        labels = list(fig.data[0].x)
+        fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=labels)
+        fig.update_yaxes(tickmode="array", tickvals=labels, ticktext=labels)
+        return fig.update_layout(height=max(fig.layout.height or 0, 22 * len(labels) + 260))
     if side == "probs":
         return viz.probs_figure(c, lang)
     if side == "hardware":

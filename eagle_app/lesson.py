@@ -106,14 +106,14 @@ TEXT = Strings({
     "title.bytes": ("A Chinese prompt's byte tokens", "中文提示词的字节 token"),
     "cap.bytes": ("Only {whole} of this model's {vocab:,} tokens are whole Chinese characters, so most characters "
                   "are split: a common character is 3 UTF-8 bytes, and here each byte is its own token (labels such "
-                  "as ‹长 1/3›). In this cycle the target accepted {k} byte tokens: “{quoted}”. Only together do "
-                  "they make characters: this cycle wrote “{chars}”. Drafting and checking work on bytes exactly as "
+                  "as “{example}”). In this cycle the target accepted {k} byte tokens: “{quoted}”. With the root's "
+                  "byte and the bonus token they make whole characters: “{chars}”. Drafting and checking work on bytes exactly as "
                   "on words.",
                   "这个模型的 {vocab:,} 个 token 中只有 {whole} 个是完整的汉字，所以多数汉字会被拆开：常用汉字占 3 个 "
-                  "UTF-8 字节，这里每个字节各是一个 token（标签如 ‹长 1/3›）。这一轮目标模型接受了 {k} 个字节 token：“{quoted}”。它们合在一起"
-                  "才组成汉字：这一轮写出了“{chars}”。起草和检验对字节的处理与对词语完全一样。"),
-    "q.bytes": ("How many tokens did this cycle need for the characters “{chars}”, and which node completes the first one?",
-                "这一轮写出“{chars}”用了多少个 token？哪个节点补全了第一个汉字？"),
+                  "UTF-8 字节，这里每个字节各是一个 token（标签如“{example}”）。这一轮目标模型接受了 {k} 个字节 token：“{quoted}”。它们与根节点的"
+                  "字节、奖励 token 合在一起才组成完整的汉字：“{chars}”。起草和检验对字节的处理与对词语完全一样。"),
+    "q.bytes": ("Counting the root and the bonus, how many tokens spell “{chars}”, and which node completes the first "
+                "character?", "连同根节点和奖励 token，“{chars}”由几个 token 组成？哪个节点补全了第一个汉字？"),
     "rule.bytes": ("the first cycle whose accepted path holds a byte token", "第一个接受路径中含有字节 token 的轮次"),
 
     "title.hardware": ("What the hardware makes cheap", "硬件让什么变得便宜"),
@@ -186,7 +186,8 @@ def facts(key: str, c, lang: str, temperature: float = 0.0, vocab: dict | None =
                     p2=_num(won.p), t2=_num(won.p_test), u2=_num(won.u))
     if key == "bytes":
         vocab = vocab or {}
-        return dict(whole=vocab.get("whole_chinese", "?"), vocab=vocab.get("size", 0),
+        example = next(n for n in c.nodes if is_byte_token(n.text))
+        return dict(whole=vocab.get("whole_chinese", "?"), vocab=vocab.get("size", 0), example=label(example),
                     k=sum(1 for n in acc if is_byte_token(n.text)), quoted=_quote((shown[n.index] for n in acc), lang),
                     chars=md_text(c.committed_text.strip()))
     if key == "hardware":

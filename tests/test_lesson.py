@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+import viz
 from eagle_app import lesson
 from eagle_app.lesson_plan import BY_KEY, LESSON_DIR, STEPS, TREE, chinese_tokens, is_byte_token, load_manifest, load_meta
 from eagle_core import DecodeSettings
@@ -74,6 +75,7 @@ def test_each_steps_cycle_shows_its_idea():
 
     _, _, c = cycle_of("bytes")
     assert sum(is_byte_token(c.nodes[i].text) for i in c.accepted[1:]) >= 2
+    assert is_byte_token(c.nodes[0].text)  # the caption counts the root's byte in
     assert re.search(r"[\u4e00-\u9fff]", c.committed_text)
 
     _, _, c = cycle_of("hardware")
@@ -135,5 +137,6 @@ def test_open_in_decode_lands_on_the_steps_cycle():
     for i, s in enumerate(PLAN, start=1):
         out = named(lesson.open_in_decode(i, "en"))
         assert out["slider"].value == s["cycle"]
-        assert f"Cycle {s['cycle']} of" in out["caption"]
+        eagle, _ = load_trace_file(os.path.join(LESSON_DIR, s["file"]))
+        assert out["caption"] == viz.cycle_caption(eagle.cycles[s["cycle"] - 1], len(eagle.cycles), lang="en")
         assert out["state"]["source"].endswith(s["file"])

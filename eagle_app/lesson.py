@@ -303,6 +303,9 @@ def open_in_decode(value, lang: str = "en", request: gr.Request = None) -> tuple
 
 
 # ------------------------------------------------------------------------------------- the tab
+TO_DECODE = "() => { const tab = document.querySelector('button[role=tab]'); if (tab) tab.click(); }"
+
+
 def tab(c: dict, lang: str = "en") -> None:
     """The Lesson tab's widgets, into `c` by name (called inside layout.build's Blocks)."""
     plan = steps()
@@ -337,4 +340,5 @@ def wire(page) -> None:
     c["lang"].change(redraw, [c["lesson_step"], c["lang"]],
                      views + [c["lesson_tab"], c["lesson_prev"], c["lesson_next"], c["lesson_open"], c["lesson_intro"]],
                      **hidden)
-    c["lesson_open"].click(open_in_decode, [c["lesson_step"], c["lang"]], page.all, **hidden)
+    c["lesson_open"].click(open_in_decode, [c["lesson_step"], c["lang"]], page.all, **hidden).then(
+        None, js=TO_DECODE, **hidden)  # then show the Decode tab (the first tab)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from eagle_core.trace import ACCEPTED, REJECTED
 
@@ -83,7 +83,6 @@ class Step:
     rule_text: str  # the rule in words, recorded in the manifest
     side: str  # the figure beside the tree: mask, probs, text or hardware
     vanilla: bool = True  # also decode with vanilla (the Decode tab's cards compare the two)
-    extra: dict = field(default_factory=dict)
 
 
 STEPS = (

@@ -1,4 +1,4 @@
-"""The page: the gr.Blocks layout (Decode, Learn and Traces tabs), then the event wiring
+"""The page: the gr.Blocks layout (Decode, Learn, Lesson and Traces tabs), then the event wiring
 (wiring.py). `build()` returns the Blocks and the components by name; it loads no model.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from viz.languages import language_figure, language_table, load_language_rows
 from viz.learn import learn_blocks
 from viz.traces import MAX_TRACE_BYTES
 
-from . import hardware, picker, settings, views, wiring
+from . import hardware, lesson, picker, settings, views, wiring
 from .i18n import LANG_CHOICES, L, preset_label
 from .tree_advice import recorded_advice
 from .model import MODEL
@@ -156,6 +156,7 @@ def build() -> Page:
         with gr.Tab(L("Learn")) as c["learn_tab"]:
             learn_tab(c)
             hardware.panel(c)  # the hardware lesson (eagle_app/hardware.py)
+        lesson.tab(c)  # the lesson a teacher runs (eagle_app/lesson.py)
         with gr.Tab(L("Traces")) as c["traces_tab"]:
             traces_tab(c)
         c["play_timer"] = gr.Timer(0.9, active=False)

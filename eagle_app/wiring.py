@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import hardware, picker, traces, views
+from . import hardware, lesson, picker, traces, views
 from .i18n import DETECT_JS, SET_LOCALE_JS
 from .callbacks import decoding, page as page_events
 
@@ -48,6 +48,7 @@ def wire(page) -> None:
     c["status_timer"].tick(page_events.model_status, c["lang"], [c["model"], c["status_timer"]], **hidden)
     hardware.wire(c)  # Measure this machine: takes the decode slot like a run
     picker.wire(c)  # Load a public pair (on a CUDA GPU): takes the decode slot too
+    lesson.wire(page)  # the Lesson tab's steps, its language and "open in the Decode tab"
     # Language: the page load reads the browser's language (DETECT_JS, navigator.language, as Gradio's own
     # i18n does), then draws the example trace in it; the switch changes Gradio's locale in the page
     # (SET_LOCALE_JS) and draws the callbacks' texts again (page_events.set_language).

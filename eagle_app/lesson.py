@@ -44,11 +44,11 @@ TEXT = Strings({
                  "different next tokens, then kept guessing after the most promising ones, {depth} levels deep: "
                  "{n} drafts in all. Each path down from the root is one possible continuation. The colours show "
                  "what the target model later decided about them: the next steps' story.",
-                 "在大模型运行之前，EAGLE 的小型草稿头先猜接下来的内容。它猜的不是一个 token，而是一棵树。根节点是模型"
-                 "上一步选定的 token（“{root}”）。草稿头先试了 {kids} 个不同的下一个 token，再沿最有希望的几条继续猜，"
+                 "在大模型运行之前，EAGLE 的小型草稿头先猜接下来的内容。它猜的不是一个词元，而是一棵树。根节点是模型"
+                 "上一步选定的词元（“{root}”）。草稿头先试了 {kids} 个不同的下一个词元，再沿最有希望的几条继续猜，"
                  "共 {depth} 层：一共 {n} 个草稿。从根往下的每条路径都是一种可能的续写。颜色表示目标模型随后对它们的判定：那是后面几步要讲的内容。"),
     "q.tree": ("How many different first tokens did the head try, and how many levels deep does the tree go?",
-               "草稿头试了几个不同的第一个 token？这棵树有几层深？"),
+               "草稿头试了几个不同的第一个词元？这棵树有几层深？"),
     "rule.tree": ("the first cycle with a full tree", "第一个用满草稿树的轮次"),
 
     "title.one_pass": ("One pass verifies the whole tree", "一次前向验证整棵树"),
@@ -59,21 +59,21 @@ TEXT = Strings({
                      "the target's own next token: {m} tokens for one pass.",
                      "目标模型在一次前向中检查全部 {n} 个草稿，把它们当作一个序列来读。掩码图展示了其中的技巧：每一行是一个"
                      "草稿，它只能看到自己的祖先（涂色的格子），看不到其他分支。因此每个分支都像单独存在一样被打分，而且是同时"
-                     "进行。这一轮，这一次前向确认了 {k} 个草稿，并加上目标模型自己的下一个 token：一次前向得到 {m} 个 token。"),
+                     "进行。这一轮，这一次前向确认了 {k} 个草稿，并加上目标模型自己的下一个词元：一次前向得到 {m} 个词元。"),
     "q.one_pass": ("In the mask, which tokens can the row of “{token}” see? Why must it not see the other branches?",
-                   "在掩码图中，“{token}”这一行能看到哪些 token？为什么它不能看到其他分支？"),
+                   "在掩码图中，“{token}”这一行能看到哪些词元？为什么它不能看到其他分支？"),
     "rule.one_pass": ("the first full tree that accepted two or more drafts", "第一个用满草稿树且接受了至少两个草稿的轮次"),
 
-    "title.bonus": ("Acceptance and the bonus token", "接受与奖励 token"),
+    "title.bonus": ("Acceptance and the bonus token", "接受与奖励词元"),
     "cap.bonus": ("With greedy decoding a draft is kept only if it is exactly the target's own top choice. Walking "
                   "down from the root, the target accepted {k} drafts in a row: “{quoted}”. The same pass also gave "
                   "the target's own choice after the last accepted draft: the bonus token “{bonus}”. It comes free, "
                   "so every cycle adds at least one token; this one added {m}.",
                   "贪心解码时，只有恰好等于目标模型自己首选的草稿才会被保留。从根往下，目标模型连续接受了 {k} 个草稿："
-                  "“{quoted}”。同一次前向还给出了目标模型在最后一个被接受的草稿之后自己的选择：奖励 token“{bonus}”。"
-                  "它是免费得到的，所以每一轮至少增加一个 token；这一轮增加了 {m} 个。"),
+                  "“{quoted}”。同一次前向还给出了目标模型在最后一个被接受的草稿之后自己的选择：奖励词元“{bonus}”。"
+                  "它是免费得到的，所以每一轮至少增加一个词元；这一轮增加了 {m} 个。"),
     "q.bonus": ("In the chart, how high is the target's p for each accepted draft? Which bar is the bonus token?",
-                "在图中，每个被接受的草稿的目标概率 p 有多高？哪一根柱子是奖励 token？"),
+                "在图中，每个被接受的草稿的目标概率 p 有多高？哪一根柱子是奖励词元？"),
     "rule.bonus": ("the longest accepted path", "接受路径最长的轮次"),
 
     "title.rejection": ("A rejection", "被拒绝的草稿"),
@@ -82,11 +82,11 @@ TEXT = Strings({
                       "own token, “{bonus}”, and it is kept. A bad guess costs drafting time and a bigger pass, "
                       "never a different text: what is written is the target's own choice.",
                       "这里目标模型不同意任何一个第一层的猜测：“{quoted}”都被拒绝了，因此它们下面的 {u} 个草稿根本没有被检验。"
-                      "这一轮并没有白费：同一次前向给出了目标模型自己的 token“{bonus}”，并被保留。猜错的代价是起草的时间和"
+                      "这一轮并没有白费：同一次前向给出了目标模型自己的词元“{bonus}”，并被保留。猜错的代价是起草的时间和"
                       "更大的一次前向，而不会改变输出：写下的始终是目标模型自己的选择。"),
     "q.rejection": ("Compare p (target) and q (draft) for the rejected drafts: which one did the head like most, and "
                     "which token did the target choose instead?",
-                    "比较被拒绝草稿的 p（目标模型）和 q（草稿头）：草稿头最看好哪一个？目标模型改选了哪个 token？"),
+                    "比较被拒绝草稿的 p（目标模型）和 q（草稿头）：草稿头最看好哪一个？目标模型改选了哪个词元？"),
     "rule.rejection": ("the first cycle whose first-level drafts were all rejected", "第一个第一层草稿全部被拒绝的轮次"),
 
     "title.residual": ("Sampling's residual rule", "采样的剩余概率规则"),
@@ -95,7 +95,7 @@ TEXT = Strings({
                      "“{rej}” lost its draw (u = {u1} ≥ p = {p1}). Its sibling “{acc}” was then tested against p "
                      "renormalised over what the rejection left: its p is {p2}, its threshold rose to {t2}. It won "
                      "(u = {u2}). This keeps the output distributed exactly as the target's own sampling.",
-                     "温度为 {t} 时，目标模型随机抽取下一个 token，而草稿不能改变这些概率。每个草稿用一个随机数 u 检验："
+                     "温度为 {t} 时，目标模型随机抽取下一个词元，而草稿不能改变这些概率。每个草稿用一个随机数 u 检验："
                      "当 u 小于目标概率 p 时保留。“{rej}”没有通过（u = {u1} ≥ p = {p1}）。接着它的兄弟节点“{acc}”"
                      "按拒绝后剩余的概率重新归一化来检验：它的 p 是 {p2}，门槛升到了 {t2}。它通过了（u = {u2}）。"
                      "这样输出的分布与目标模型自己采样完全相同。"),
@@ -103,18 +103,18 @@ TEXT = Strings({
                    "在图中，“{acc}”的黑色门槛线在它的 p 柱之上还是之下？为什么？"),
     "rule.residual": ("the first cycle that accepted a draft after a rejected sibling", "第一个在兄弟节点被拒绝后接受草稿的轮次"),
 
-    "title.bytes": ("A Chinese prompt's byte tokens", "中文提示词的字节 token"),
+    "title.bytes": ("A Chinese prompt's byte tokens", "中文提示词的字节词元"),
     "cap.bytes": ("Only {whole} of this model's {vocab:,} tokens are whole Chinese characters, so most characters "
                   "are split: a common character is 3 UTF-8 bytes, and here each byte is its own token (labels such "
                   "as “{example}”). In this cycle the target accepted {k} byte tokens: “{quoted}”. With the root's "
                   "byte and the bonus token they make whole characters: “{chars}”. Drafting and checking work on bytes exactly as "
                   "on words.",
-                  "这个模型的 {vocab:,} 个 token 中只有 {whole} 个是完整的汉字，所以多数汉字会被拆开：常用汉字占 3 个 "
-                  "UTF-8 字节，这里每个字节各是一个 token（标签如“{example}”）。这一轮目标模型接受了 {k} 个字节 token：“{quoted}”。它们与根节点的"
-                  "字节、奖励 token 合在一起才组成完整的汉字：“{chars}”。起草和检验对字节的处理与对词语完全一样。"),
+                  "这个模型的 {vocab:,} 个词元中只有 {whole} 个是完整的汉字，所以多数汉字会被拆开：常用汉字占 3 个 "
+                  "UTF-8 字节，这里每个字节各是一个词元（标签如“{example}”）。这一轮目标模型接受了 {k} 个字节词元：“{quoted}”。它们与根节点的"
+                  "字节、奖励词元合在一起才组成完整的汉字：“{chars}”。起草和检验对字节的处理与对词语完全一样。"),
     "q.bytes": ("Counting the root and the bonus, how many tokens spell “{chars}”, and which node completes the first "
-                "character?", "连同根节点和奖励 token，“{chars}”由几个 token 组成？哪个节点补全了第一个汉字？"),
-    "rule.bytes": ("the first cycle whose accepted path holds a byte token", "第一个接受路径中含有字节 token 的轮次"),
+                "character?", "连同根节点和奖励词元，“{chars}”由几个词元组成？哪个节点补全了第一个汉字？"),
+    "rule.bytes": ("the first cycle whose accepted path holds a byte token", "第一个接受路径中含有字节词元的轮次"),
 
     "title.hardware": ("What the hardware makes cheap", "硬件让什么变得便宜"),
     "cap.hardware": ("This pass checked {n} tokens at once. Is that {n} times the work of one? A pass reads all the "
@@ -122,12 +122,12 @@ TEXT = Strings({
                      "dominates, so the figure's GPU illustration takes a pass of up to 64 tokens to cost as much as "
                      "one, and big trees pay. On a CPU the arithmetic grows with the tokens{ratio}, so small trees "
                      "win. The figure predicts the speedup of each tree size on both.",
-                     "这一次前向同时检查了 {n} 个 token。这是检查一个 token 的 {n} 倍工作量吗？无论检查多少个 token，一次"
+                     "这一次前向同时检查了 {n} 个词元。这是检查一个词元的 {n} 倍工作量吗？无论检查多少个词元，一次"
                      "前向都只从内存中读取一遍模型的全部权重。在 GPU 上，读取权重是主要开销，所以图中的 GPU 示意假设最多 64 "
-                     "个 token 的前向与一个 token 的耗时相同，大树划算。在 CPU 上，计算量随 token 数增长{ratio}，所以小树更好。"
+                     "个词元的前向与一个词元的耗时相同，大树划算。在 CPU 上，计算量随词元数增长{ratio}，所以小树更好。"
                      "图中预测了两种硬件上每种树大小的加速比。"),
     "ratio": (" (measured on {machine}, {date}: a pass over {k} tokens took {r:.2f}× a pass over one)",
-              "（在 {machine} 上实测，{date}：{k} 个 token 的前向耗时是一个 token 的 {r:.2f} 倍）"),
+              "（在 {machine} 上实测，{date}：{k} 个词元的前向耗时是一个词元的 {r:.2f} 倍）"),
     "q.hardware": ("In the figure, which tree size gives the best predicted speedup on the CPU, and which in the GPU "
                    "illustration?", "在图中，CPU 上预测加速比最高的是哪种树？GPU 示意中又是哪种？"),
     "rule.hardware": ("the first cycle with a full tree", "第一个用满草稿树的轮次"),

@@ -266,50 +266,56 @@ class Drafter:
         return tree.build([0] + [i + 1 for i in drafts])
 
     def _static(self, s, cache, tree: TreeBuilder, root_feat, root_pos, max_depth) -> DraftTree:
-        """EAGLE-1: a fixed tree of rank paths (entry (0, 1) = 2nd choice after the 1st choice)."""
+        """EAGLE-1: a fixed tree of rank paths (entry (0, 1) = 2nd choice after the 1st choice). Each
+        expanded node keeps the top ranks its children need, from the same drafting pass as EAGLE-2's
+        (on a CPU one kernel call per depth: _expand_top)."""
         paths, _ = static_tree_layout(p for p in s.static_tree if len(p) <= max_depth)
-        node_of = {(): 0}
-        dists = {0: torch.log_softmax(self._logits(root_feat[None]), -1)[0]}  # log q at each expanded node
+        ranks: dict[tuple, int] = {}  # a parent's path -> how many of its top ranks its children use
+        for p in paths:
+            ranks[p[:-1]] = max(ranks.get(p[:-1], 0), p[-1] + 1)
+        node_of, path_of = {(): 0}, {0: ()}
+        (v0,), (t0,) = self._top(root_feat[None], ranks[()])
+        tops = {0: (v0, t0)}  # node -> its top ranks: (log q values, target ids)
         feats_of = {0: root_feat}
         for depth in range(1, max(len(p) for p in paths) + 1):
             level = [p for p in paths if len(p) == depth]
             # expand the parents of this level that are not expanded yet (all at depth - 1 >= 1)
-            need = sorted({node_of[p[:-1]] for p in level} - dists.keys())
+            need = sorted({node_of[p[:-1]] for p in level} - tops.keys())
             if need:
-                pf = torch.stack([feats_of[tree.parents[i]] for i in need])
-                out = self._expand(cache, tree, need, pf, root_pos + depth - 2)
-                lq = torch.log_softmax(self._logits(out), -1)
+                k = max(ranks[path_of[i]] for i in need)
+                parents = [feats_of[tree.parents[i]] for i in need]
+                out, top = self._expand_top(cache, tree, need, parents, root_pos + depth - 2, k)
+                vs, ts = top or self._top(out, k)
                 for j, i in enumerate(need):
-                    feats_of[i], dists[i] = out[j], lq[j]
-            # each parent's top ranks, for the whole level in one host transfer
-            parents = sorted({node_of[p[:-1]] for p in level})
-            k = max(p[-1] for p in level) + 1
-            rank_v, rank_i = torch.stack([dists[i] for i in parents]).topk(k, dim=-1)
-            vs, ts = torch.stack([rank_v.double(), self._ids(rank_i).double()]).tolist()
-            row = {par: j for j, par in enumerate(parents)}
+                    feats_of[i], tops[i] = out[j], (vs[j], ts[j])
             for p in level:
                 par = node_of[p[:-1]]
-                v, t = vs[row[par]][p[-1]], int(ts[row[par]][p[-1]])
+                v, t = tops[par][0][p[-1]], int(tops[par][1][p[-1]])
                 node_of[p] = tree.add(t, par, math.exp(v), tree.scores[par] + v)
+                path_of[node_of[p]] = p
         return tree.build()
 
     def _chain(self, s, cache, tree: TreeBuilder, root_feat, root_pos, length, generator) -> DraftTree:
-        """A single path. Greedy: the head's argmax each step. Sampling: draw from the head's q
+        """A single path. Greedy: the head's argmax each step (the drafting pass's top 1). Sampling: draw from the head's q
         (same temperature / top-p / top-k as the target) and keep q for the min(1, p/q) rule."""
         feat = root_feat
         for d in range(1, length + 1):
+            if s.greedy:  # the head's argmax: the drafting pass's top 1 (one kernel call a step on a CPU)
+                if d == 1:
+                    (v,), (t,) = self._top(feat[None], 1)
+                else:
+                    out, top = self._expand_top(cache, tree, [len(tree) - 1], [feat], root_pos + d - 2, 1)
+                    feat = out[0]
+                    (v,), (t,) = top or self._top(out, 1)
+                tok, qv, qd = int(t[0]), math.exp(v[0]), None
+                tree.add(tok, len(tree) - 1, qv, tree.scores[-1] + math.log(max(qv, 1e-30)), qd)
+                continue
             if d > 1:
                 feat = self._expand(cache, tree, [len(tree) - 1], feat[None], root_pos + d - 2)[0]
-            logits = self._logits(feat[None])[0]
-            if s.greedy:
-                lq_max, i = torch.log_softmax(logits, -1).max(-1)
-                tok, qv = torch.stack([self._ids(i).double(), lq_max.exp().double()]).tolist()  # one transfer
-                tok, qd = int(tok), None
-            else:
-                probs = logits_to_probs(logits, s.temperature, s.top_p, s.top_k)
-                i = int(torch.multinomial(probs.cpu(), 1, generator=generator))
-                tok, qv = int(self._ids(torch.tensor([i], device=probs.device))[0]), float(probs[i])
-                qd = torch.zeros(self.target.vocab_size)
-                qd[self._ids(torch.arange(probs.shape[0], device=probs.device)).cpu()] = probs.cpu()
+            probs = logits_to_probs(self._logits(feat[None])[0], s.temperature, s.top_p, s.top_k)
+            i = int(torch.multinomial(probs.cpu(), 1, generator=generator))
+            tok, qv = int(self._ids(torch.tensor([i], device=probs.device))[0]), float(probs[i])
+            qd = torch.zeros(self.target.vocab_size)
+            qd[self._ids(torch.arange(probs.shape[0], device=probs.device)).cpu()] = probs.cpu()
             tree.add(tok, len(tree) - 1, qv, tree.scores[-1] + math.log(max(qv, 1e-30)), qd)
         return tree.build(with_q_dists=not s.greedy)

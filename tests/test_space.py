@@ -145,3 +145,22 @@ def test_license_goes_when_the_repository_has_one():
     if not os.path.isfile(os.path.join(ROOT, "LICENSE")):
         pytest.skip("no LICENSE at the repository root yet")
     assert "LICENSE" in dict(space_files())
+
+
+def test_a_dry_run_listing_gives_each_package_its_size():
+    from scripts.space_resolve import listing, parse
+    report = {"install": [
+        {"metadata": {"name": "torch", "version": "2.10.0"},
+         "download_info": {"url": "https://files.example/torch-2.10.0-cp311-cp311-manylinux_2_28_x86_64.whl"}},
+        {"metadata": {"name": "nvidia-cublas-cu12", "version": "12.8.4.1"},
+         "download_info": {"url": "https://files.example/nvidia_cublas_cu12-12.8.4.1-py3-none-manylinux_2_27_x86_64.whl"}},
+        {"metadata": {"name": "mdurl", "version": "0.1.2"},
+         "download_info": {"url": "file:///wheels/mdurl-0.1.2-py3-none-any.whl"}},
+    ]}
+    log = ("Collecting torch==2.10.0\n  Downloading torch-2.10.0-cp311-cp311-manylinux_2_28_x86_64.whl (915.5 MB)\n"
+           "  Downloading nvidia_cublas_cu12-12.8.4.1-py3-none-manylinux_2_27_x86_64.whl (594.3 MB)\n")
+    rows = parse(report, log)
+    assert rows == [("torch", "2.10.0", 915.5), ("nvidia-cublas-cu12", "12.8.4.1", 594.3), ("mdurl", "0.1.2", None)]
+    text = listing("gpu", "3.11.7", rows)
+    assert "3 packages; 1510 MB in the 2 whose size pip printed; 1 CUDA packages" in text
+    assert "| mdurl | 0.1.2 | - |" in text

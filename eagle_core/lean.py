@@ -45,6 +45,7 @@ from torch.nn.modules import module as _torch_module
 from . import kernels
 from .kernels import attention
 from .kernels.build import switched_off
+from .hf_compat import cache_kwarg
 from .kvcache import GrowingLayer
 
 ENV = "EAGLE_LEAN"  # "0" (or off / false / no): always the transformers path
@@ -300,7 +301,7 @@ class LeanDecoder:
         if position_ids is None:
             past = cache.get_seq_length() if cache is not None else 0
             position_ids = (torch.arange(n, device=h.device) + past).unsqueeze(0)
-        mask = self.mask_fn(config=cfg, inputs_embeds=h, attention_mask=attention_mask, cache=cache,
+        mask = self.mask_fn(config=cfg, inputs_embeds=h, attention_mask=attention_mask, **cache_kwarg(cache),
                             position_ids=position_ids)
         cos, sin = body.rotary_emb(h, position_ids=position_ids)  # (B, n, d) each
         H, G, d, inter = self.heads, self.kv_heads, self.head_dim, self.inter

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import kernels, lean
+from .hf_compat import cache_kwarg
 from .hub import TARGET_FILES, local_dir
 from .paths import cache_root
 from .weights import fetch_default_gguf
@@ -143,7 +144,7 @@ class Target:
         if self._lean is not None and self._lean.applies(input_ids, cache, attention_mask):
             return self._lean.forward(input_ids, cache, position_ids, attention_mask)[0]
         out = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-                        cache=cache, use_cache=True)
+                        **cache_kwarg(cache), use_cache=True)
         return out.last_hidden_state
 
     @torch.inference_mode()
@@ -175,7 +176,7 @@ class Target:
                  for i in sorted(set(layers))]
         try:
             out = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-                            cache=cache, use_cache=cache is not None)
+                            **cache_kwarg(cache), use_cache=cache is not None)
         finally:
             for h in hooks:
                 h.remove()

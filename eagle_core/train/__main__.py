@@ -5,6 +5,13 @@ import argparse
 import os
 
 from ..config import add_tree_argument
+from ..paths import runs_root
+
+
+
+def _run(name: str) -> str:
+    """A run's default directory: outside the repository, so its checkpoints are committed only on purpose."""
+    return os.path.join(runs_root(), name)
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
 
@@ -67,7 +74,7 @@ def _train_parser(sub) -> None:
     t = sub.add_parser("train", help="train the head on token-id datasets or generated shards (resumable)")
     t.add_argument("--data", nargs="+", default=["data/gen"],
                    help="token-id dataset directories (ids-fixed, ids-gen) and/or `gen` shard directories")
-    t.add_argument("--out", default="runs/head")
+    t.add_argument("--out", default=_run("head"), help="the run: checkpoint, log and export (default %(default)s)")
     t.add_argument("--epochs", type=int, default=4)
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--tokens-per-batch", type=int, default=4096)
@@ -106,7 +113,7 @@ def _train3_parser(sub) -> None:
     t3 = sub.add_parser("train3", help="train an EAGLE-3 head with the training-time test on the same data (resumable)")
     t3.add_argument("--data", nargs="+", default=["data/gen"],
                     help="token-id dataset directories (ids-fixed, ids-gen) and/or `gen` shard directories")
-    t3.add_argument("--out", default="runs/head3")
+    t3.add_argument("--out", default=_run("head3"), help="the run: checkpoint, log and export (default %(default)s)")
     t3.add_argument("--model", default=None, help="the target (default: the embedded SmolLM2-135M-Instruct)")
     t3.add_argument("--epochs", type=int, default=4)
     t3.add_argument("--lr", type=float, default=5e-4)
@@ -158,7 +165,7 @@ def _features_parser(sub) -> None:
 
 def _export_parsers(sub) -> None:
     e = sub.add_parser("export", help="write the trained head in the EAGLE layout (+ draft vocabulary)")
-    e.add_argument("--run", default="runs/head")
+    e.add_argument("--run", default=_run("head"))
     e.add_argument("--out", default="assets/head-smollm2-135m")
 
 
@@ -189,7 +196,7 @@ def _serving_and_plot_parsers(sub) -> None:
     xs.add_argument("--drop-fc-bias", action="store_true", help="vLLM EAGLE-1/2: export a biased fc without its bias")
 
     pl = sub.add_parser("plot", help="loss and accuracy curves of a run as PNG")
-    pl.add_argument("--run", default="runs/head")
+    pl.add_argument("--run", default=_run("head"))
     pl.add_argument("--out", default="docs/img/training.png")
 
     cv = sub.add_parser("curves", help="held-out top-1 and tau of the EAGLE-2 and EAGLE-3 lineages against training hours")

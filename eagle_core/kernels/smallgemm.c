@@ -205,20 +205,23 @@ static const tile_fn TILES512[2][WIDE + 1] = {
 #define BLOCK_ROWS 48 /* rows sharing one pass over the weights; more rows take further passes */
 static inline __attribute__((always_inline)) A512 void block512(const float *x, int64_t ldx, const int R,
         const int NP, const char *p, int64_t pstride, const int half, int64_t k0, int64_t k1, float *acc,
-        const int first, const int lead) {
+        const int first, const char *next, int64_t nstep) {
     __m512 c0[WIDE], c1[WIDE];
     for (int r = 0; r < R; r++) {
         c0[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * 32);
         if (NP > 1) c1[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * 32 + 16);
     }
-    const int64_t esize = half ? 2 : 4, ahead = PREFETCH512 * 4;
+    const int64_t esize = half ? 2 : 4;
     for (int64_t kk = k0; kk < k1; kk++) {
-        if (lead && prefetch_l2) { /* the tile that streams the block from memory prefetches both pairs */
-            _mm_prefetch(p + kk * 2 * NB * esize + ahead, _MM_HINT_T1);
-            if (NP > 1) _mm_prefetch(p + pstride + kk * 2 * NB * esize + ahead, _MM_HINT_T1);
-        } else if (lead) {
-            _mm_prefetch(p + kk * 2 * NB * esize + ahead, _MM_HINT_T0);
-            if (NP > 1) _mm_prefetch(p + pstride + kk * 2 * NB * esize + ahead, _MM_HINT_T0);
+        /* every tile prefetches its share of the next block (`next`, one 64-byte line of each pair per
+         * `nstep` bytes of its own progress), so the memory streams while all the tiles compute */
+        const char *f = next + ((kk - k0) * nstep >> 6 << 6);
+        if (prefetch_l2) {
+            _mm_prefetch(f, _MM_HINT_T1);
+            if (NP > 1) _mm_prefetch(f + pstride, _MM_HINT_T1);
+        } else {
+            _mm_prefetch(f, _MM_HINT_T0);
+            if (NP > 1) _mm_prefetch(f + pstride, _MM_HINT_T0);
         }
         __m512 w0 = loadw16(p, kk * 2 * NB, half);
         if (NP > 1) {
@@ -237,16 +240,17 @@ static inline __attribute__((always_inline)) A512 void block512(const float *x, 
         if (NP > 1) _mm512_storeu_ps(acc + r * 32 + 16, c1[r]);
     }
 }
-typedef void (*block_fn)(const float *, int64_t, const char *, int64_t, int64_t, int64_t, float *, int, int);
+typedef void (*block_fn)(const float *, int64_t, const char *, int64_t, int64_t, int64_t, float *, int, const char *,
+                         int64_t);
 #define BLOCK512_FN(R)                                                                                         \
     static A512 void blk_##R##_1(const float *x, int64_t ldx, const char *p, int64_t ps, int64_t k0, int64_t k1, \
-                                 float *acc, int first, int lead) { block512(x, ldx, R, 1, p, ps, 0, k0, k1, acc, first, lead); } \
+                                 float *acc, int first, const char *nx, int64_t ns) { block512(x, ldx, R, 1, p, ps, 0, k0, k1, acc, first, nx, ns); } \
     static A512 void blk_##R##_2(const float *x, int64_t ldx, const char *p, int64_t ps, int64_t k0, int64_t k1, \
-                                 float *acc, int first, int lead) { block512(x, ldx, R, 2, p, ps, 0, k0, k1, acc, first, lead); } \
+                                 float *acc, int first, const char *nx, int64_t ns) { block512(x, ldx, R, 2, p, ps, 0, k0, k1, acc, first, nx, ns); } \
     static A512 void blkh_##R##_1(const float *x, int64_t ldx, const char *p, int64_t ps, int64_t k0, int64_t k1, \
-                                  float *acc, int first, int lead) { block512(x, ldx, R, 1, p, ps, 1, k0, k1, acc, first, lead); } \
+                                  float *acc, int first, const char *nx, int64_t ns) { block512(x, ldx, R, 1, p, ps, 1, k0, k1, acc, first, nx, ns); } \
     static A512 void blkh_##R##_2(const float *x, int64_t ldx, const char *p, int64_t ps, int64_t k0, int64_t k1, \
-                                  float *acc, int first, int lead) { block512(x, ldx, R, 2, p, ps, 1, k0, k1, acc, first, lead); }
+                                  float *acc, int first, const char *nx, int64_t ns) { block512(x, ldx, R, 2, p, ps, 1, k0, k1, acc, first, nx, ns); }
 BLOCK512_FN(1) BLOCK512_FN(2) BLOCK512_FN(3) BLOCK512_FN(4) BLOCK512_FN(5) BLOCK512_FN(6)
 BLOCK512_FN(7) BLOCK512_FN(8) BLOCK512_FN(9) BLOCK512_FN(10) BLOCK512_FN(11) BLOCK512_FN(12)
 #define BLK_ROW(R) {{blk_##R##_1, blk_##R##_2}, {blkh_##R##_1, blkh_##R##_2}}
@@ -269,11 +273,17 @@ static A512 void product_blocked(const float *x, int64_t m, int64_t ldx, const v
         for (int64_t m0 = 0; m0 < m; m0 += BLOCK_ROWS) {
             const int64_t mb = m - m0 < BLOCK_ROWS ? m - m0 : BLOCK_ROWS, tiles = (mb + WIDE - 1) / WIDE;
             for (int64_t k0 = 0; k0 < k; k0 += KB) {
-                const int64_t k1 = k0 + KB < k ? k0 + KB : k;
+                const int64_t k1 = k0 + KB < k ? k0 + KB : k, line = 2 * NB * esize; /* bytes of one k step */
+                /* the next block's bytes: the rest of this pair after k1, or the next duo's first block
+                 * (the same thread's next duo, usually: the chunks are runs of consecutive duos) */
+                const char *next = k1 < k ? pp + k1 * line : pp + 2 * pstride;
+                const int64_t span = (k1 < k ? (k - k1 < KB ? k - k1 : KB) : KB) * line;
                 for (int64_t t = 0, r0 = 0; t < tiles; t++) {
                     const int R = (int)((mb - r0 + (tiles - t) - 1) / (tiles - t)); /* nearly equal heights */
+                    /* tile t prefetches the t-th of `tiles` equal parts of `span`, spread over its k steps */
+                    const int64_t part = span / tiles, step = (part + (k1 - k0) - 1) / (k1 - k0);
                     BLOCKS512[R][half][np - 1](x + (m0 + r0) * ldx, ldx, pp, pstride, k0, k1, acc + r0 * 32,
-                                               k0 == 0, t == 0);
+                                               k0 == 0, next + t * part, step);
                     r0 += R;
                 }
             }

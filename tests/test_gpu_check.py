@@ -90,3 +90,38 @@ def test_costmodel_forward_times_on_the_targets_device_and_synchronises(monkeypa
 
     _check_device_and_sync(_timed_on_meta(monkeypatch, lambda t: costmodel.measure_forward(
         t, ctx=5, sizes=(1, 3), repeats=2)))
+
+
+def test_gpu_check_writes_each_part_as_it_finishes(tmp_path, monkeypatch):
+    """A run that stops at t(k) keeps the identity part already measured, and says where it stopped."""
+    import pytest
+
+    from eagle_core.bench import gpu_check
+
+    class Engine:
+        target = None
+
+    seen = []
+    monkeypatch.setattr(gpu_check, "load_engine", lambda *a, **k: Engine())
+    monkeypatch.setattr(gpu_check, "identity", lambda *a: {"identical": 1, "prompts": 1, "partings": []})
+
+    def broken(*a, **k):
+        seen.append(gpu_check.markdown(json.loads((tmp_path / "check.json").read_text(encoding="utf-8"))))
+        raise RuntimeError("Expected all tensors to be on the same device")
+
+    monkeypatch.setattr(gpu_check, "time_forward", broken)
+    out = tmp_path / "check.md"
+    with pytest.raises(RuntimeError):
+        main(["--short", "--out", str(out), "--device", "cpu"])
+    assert "| float32 | 1 / 1 | - |" in seen[0]  # on disk before t(k) started
+    report = out.read_text(encoding="utf-8")
+    assert "| float32 | 1 / 1 | - |" in report and "The run stopped:** RuntimeError: Expected all tensors" in report
+    assert "One forward of k new tokens" not in report
+
+
+def test_gpu_check_names_a_gpu_torch_cannot_use(tmp_path, monkeypatch):
+    from eagle_core.bench import gpu_check
+
+    r = {"machine": {"device": "cpu", "cpu": "x", "torch": "2"}, "short": True, "identity": {}, "speed": None,
+         "t_k": None, "gpu_unused": "An NVIDIA GPU is present (Tesla T4; driver 535.1)"}
+    assert "**GPU not used:** An NVIDIA GPU is present (Tesla T4; driver 535.1)" in gpu_check.markdown(r)

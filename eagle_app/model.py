@@ -14,6 +14,7 @@ import torch
 
 from eagle_core import Engine, load_engine
 from eagle_core.default_head import DEFAULT_HEAD3_DIR, DEFAULT_HEAD_DIR
+from eagle_core.gpu_presence import cached_mismatch
 from eagle_core.target import DEFAULT_HUB_ID, DEFAULT_MODEL
 
 from . import zerogpu
@@ -118,8 +119,10 @@ def model_line(engine: Engine, load_s: float, lang: str = "en") -> str:
                   or APP("model.no_head", lang))
     where = APP(f"model.on_{device}" if device in ("cpu", "cuda", "mps") else "model.on_other", lang, device=device)
     loaded = APP("model.loaded", lang, s=load_s) if load_s > 0 else ""  # 0: an engine installed ready-made (tests)
-    return APP("model.ready", lang, model=name, where=where, loaded=loaded, head=head,
+    line = APP("model.ready", lang, model=name, where=where, loaded=loaded, head=head,
                title=html.escape(details, quote=True), more=APP("model.more", lang))
+    unused = cached_mismatch() if device == "cpu" else None  # a GPU torch cannot use: never silently the CPU
+    return line + ("\n\n" + APP("model.gpu_unused", lang, msg=html.escape(unused)) if unused else "")
 
 
 def model_from_env() -> ModelHolder:

@@ -54,6 +54,9 @@ def pick_device(device: str | None = None) -> str:
         return "cuda"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return "mps"
+    from .gpu_presence import warn_if_gpu_unused
+
+    warn_if_gpu_unused()  # an NVIDIA GPU this torch cannot use: said on stderr, never silently the CPU
     return "cpu"
 
 

@@ -49,14 +49,14 @@ class ModelHolder:
         return self
 
     def switch(self, model: str | None, head: str | None = None, head3: str | None = None, layer_ids: str = "inputs",
-               methods: tuple[str, ...] | None = None) -> "ModelHolder":
+               methods: tuple[str, ...] | None = None, rope_theta: float | None = None) -> "ModelHolder":
         """Load another target and heads in place of these (the model picker, eagle_app/picker.py, which holds
         the decode slot meanwhile). The old engine is let go first, so that both never share the GPU."""
         with self._lock:
             if self._job is not None and not self.ready.is_set():
                 raise RuntimeError("the model is still loading")
             self.model, self.head = model, head
-            self.choice = dict(head3=head3, head3_layer_ids=layer_ids, methods=methods)
+            self.choice = dict(head3=head3, head3_layer_ids=layer_ids, methods=methods, head3_rope_theta=rope_theta)
             self.engine = self.error = None
             self._job = None
             self.ready.clear()
@@ -74,8 +74,10 @@ class ModelHolder:
         try:
             if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
                 torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
+            rope = os.environ.get("EAGLE_APP_HEAD3_ROPE_THETA")  # the head's trainer's RoPE base (docs/gpu.md)
             choice = self.choice or dict(head3=os.environ.get("EAGLE_APP_HEAD3") or None,
-                                         head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs")
+                                         head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs",
+                                         head3_rope_theta=float(rope) if rope else None)
             self.engine = load_engine(self.model, self.head, dtype=os.environ.get("EAGLE_APP_DTYPE") or None,
                                       warm=not zerogpu.ZERO, **choice)
         except Exception as e:  # reported in the page; the app still replays traces

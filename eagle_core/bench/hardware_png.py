@@ -2,7 +2,7 @@
 with plotly in viz/hardware.py, whose static export would need kaleido)."""
 from __future__ import annotations
 
-PUBLISHED = (61, 2.04)  # Qwen3-1.7B + EAGLE-3, 60-node tree, H20 (../shared/REFERENCE.md section 9)
+PUBLISHED = (61, 2.04)  # Qwen3-1.7B + EAGLE-3, 60-node tree, H20 (the Tencent/AngelSlim README at 556ecfa)
 
 
 def render_png(measured: dict, table: dict, res: dict, path: str) -> None:

@@ -108,13 +108,14 @@ def test_the_shipped_prompts_carry_their_sources_and_the_licence(clone):
 
 
 def test_no_product_file_or_doc_refers_to_shared():
-    """Outside tests/ and the raw records under docs/data/, nothing cites ../shared: public sources instead."""
+    """Outside tests/ and the raw records under docs/data/, nothing cites or builds a path to ../shared
+    (os.path.join(..., "shared", ...) included): public sources instead."""
     bad = []
     for f in tracked_files():
         if f.startswith(("tests/", "docs/data/")) or not f.endswith((".py", ".md", ".txt", ".json")):
             continue
         with open(os.path.join(ROOT, f), encoding="utf-8", errors="replace") as fh:
             for n, line in enumerate(fh, 1):
-                if "../shared" in line or "shared/data" in line or "shared/REFERENCE" in line:
+                if any(s in line for s in ("../shared", "shared/data", "shared/REFERENCE", '"shared"', "'shared'")):
                     bad.append(f"{f}:{n}")
     assert not bad, bad

@@ -14,6 +14,7 @@ import torch
 
 from eagle_core import Engine, load_engine
 from eagle_core.default_head import DEFAULT_HEAD3_DIR, DEFAULT_HEAD_DIR
+from eagle_core.gpu_presence import cached_mismatch
 from eagle_core.target import DEFAULT_HUB_ID, DEFAULT_MODEL
 
 from . import zerogpu
@@ -48,14 +49,14 @@ class ModelHolder:
         return self
 
     def switch(self, model: str | None, head: str | None = None, head3: str | None = None, layer_ids: str = "inputs",
-               methods: tuple[str, ...] | None = None) -> "ModelHolder":
+               methods: tuple[str, ...] | None = None, rope_theta: float | None = None) -> "ModelHolder":
         """Load another target and heads in place of these (the model picker, eagle_app/picker.py, which holds
         the decode slot meanwhile). The old engine is let go first, so that both never share the GPU."""
         with self._lock:
             if self._job is not None and not self.ready.is_set():
                 raise RuntimeError("the model is still loading")
             self.model, self.head = model, head
-            self.choice = dict(head3=head3, head3_layer_ids=layer_ids, methods=methods)
+            self.choice = dict(head3=head3, head3_layer_ids=layer_ids, methods=methods, head3_rope_theta=rope_theta)
             self.engine = self.error = None
             self._job = None
             self.ready.clear()
@@ -73,8 +74,10 @@ class ModelHolder:
         try:
             if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
                 torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
+            rope = os.environ.get("EAGLE_APP_HEAD3_ROPE_THETA")  # the head's trainer's RoPE base (docs/gpu.md)
             choice = self.choice or dict(head3=os.environ.get("EAGLE_APP_HEAD3") or None,
-                                         head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs")
+                                         head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs",
+                                         head3_rope_theta=float(rope) if rope else None)
             self.engine = load_engine(self.model, self.head, dtype=os.environ.get("EAGLE_APP_DTYPE") or None,
                                       warm=not zerogpu.ZERO, **choice)
         except Exception as e:  # reported in the page; the app still replays traces
@@ -118,8 +121,10 @@ def model_line(engine: Engine, load_s: float, lang: str = "en") -> str:
                   or APP("model.no_head", lang))
     where = APP(f"model.on_{device}" if device in ("cpu", "cuda", "mps") else "model.on_other", lang, device=device)
     loaded = APP("model.loaded", lang, s=load_s) if load_s > 0 else ""  # 0: an engine installed ready-made (tests)
-    return APP("model.ready", lang, model=name, where=where, loaded=loaded, head=head,
+    line = APP("model.ready", lang, model=name, where=where, loaded=loaded, head=head,
                title=html.escape(details, quote=True), more=APP("model.more", lang))
+    unused = cached_mismatch() if device == "cpu" else None  # a GPU torch cannot use: never silently the CPU
+    return line + ("\n\n" + APP("model.gpu_unused", lang, msg=html.escape(unused)) if unused else "")
 
 
 def model_from_env() -> ModelHolder:

@@ -31,7 +31,12 @@ def describe(key: str) -> str:
         return ""
     heads = ", ".join(h for h in (p.head, p.head3) if h) or "the shipped heads"
     lines = [f"**{p.target or 'SmolLM2-135M-Instruct (embedded)'}** with {heads} · ~{p.weights_gb:g} GB of weights"
-             + (" · gated: needs HF_TOKEN" if p.gated else ""), f"Checked: {p.facts}.", "Sources: " + "; ".join(p.sources)]
+             + (" · gated: needs HF_TOKEN" if p.gated else "")
+             + (f" · needs {' and '.join(p.needs)} (requirements-extra.txt)" if p.needs else ""),
+             f"Checked: {p.facts}.", "Sources: " + "; ".join(p.sources)]
+    if p.rope_source:
+        rope = f"{p.rope_theta:g}" if p.rope_theta else "the head's config"
+        lines.append(f"RoPE base used: {rope} ({p.rope_source}).")
     return "\n\n".join(lines)
 
 
@@ -45,6 +50,11 @@ def load_pair(key: str, lang: str = "en", progress=gr.Progress()):
     if not pairs.picker_shown():  # checked here too: the page hides it, a caller of the API may not
         yield gr.skip(), APP("pick.off", lang)
         return
+    missing = pairs.missing_packages(pair)
+    if missing:  # Vicuna's SentencePiece tokenizer: said before a 13 GB download
+        yield gr.skip(), APP("pick.failed", lang, pair=pair.key, err=f"its tokenizer needs {' and '.join(missing)} "
+                             "(pip install -r requirements-extra.txt). The current model stays")
+        return
     if pairs.gated_without_token(pair):
         yield gr.skip(), APP("pick.gated", lang, target=pair.target, hint=GATED_HINT)
         return
@@ -56,7 +66,7 @@ def load_pair(key: str, lang: str = "en", progress=gr.Progress()):
         while not LINE.wait(ticket, 0.25):
             progress(0.0, desc=APP("pick.waiting", lang))
             yield gr.skip(), APP("pick.waiting", lang)
-        MODEL.switch(pair.target, pair.head, pair.head3, pair.layer_ids, pair.methods)
+        MODEL.switch(pair.target, pair.head, pair.head3, pair.layer_ids, pair.methods, pair.rope_theta)
         t0 = time.perf_counter()
         while not MODEL.ready.wait(0.5):
             s = time.perf_counter() - t0

@@ -5,6 +5,7 @@ also a clock (Deadline). Nothing here imports gradio.
 from __future__ import annotations
 
 import contextvars
+import os
 import queue
 import threading
 import time
@@ -130,16 +131,39 @@ def explain_parting(engine: Engine, job: DecodeJob, runs: dict) -> dict | None:
 
 
 def gpu_seconds(job: DecodeJob) -> float:
-    """How long a decode may hold a ZeroGPU GPU: each run's time limit, plus the parting check and slack."""
+    """How long a decode may hold a ZeroGPU GPU: each run's time limit, plus the warm-up, the parting
+    check and slack."""
     return len(job.plan()) * job.budget_s + 15
+
+
+WARM_TOKENS = 4
+_warmed: set[int] = set()  # the processes whose GPU has decoded already
+
+
+def warm_gpu(engine: Engine, job: DecodeJob) -> bool:
+    """An untimed warm-up at the start of a ZeroGPU call: each run of the job (same method, tree and
+    prompt) for WARM_TOKENS tokens, so that a freshly forked GPU worker pays its first-kernel costs
+    (kernel loading and selection, memory pools) here and not inside EAGLE's timed prefill, which runs
+    first. Once per process (the app's own process never warms: load_engine(warm=False) on ZeroGPU,
+    eagle_app/zerogpu.py). -> whether it ran."""
+    if os.getpid() in _warmed:
+        return False
+    for _, s in job.plan():
+        for _ in engine.generate(job.prompt, s.with_(max_new_tokens=WARM_TOKENS), None, prompt_ids=list(job.prompt_ids)):
+            pass
+    _warmed.add(os.getpid())
+    return True
 
 
 @zerogpu.gpu(duration=gpu_seconds)
 def gpu_decode(job: DecodeJob):
     """The decode entry on ZeroGPU, run by `spaces` in its GPU worker process (a plain call elsewhere):
-    the model is the app's (loaded at start-up, before the fork), Stop arrives through zerogpu.STOP."""
+    the model is the app's (loaded at start-up, before the fork), Stop arrives through zerogpu.STOP.
+    On ZeroGPU an untimed warm-up comes first (warm_gpu)."""
     from .model import MODEL  # here, not at the top: model.py imports this module
 
+    if zerogpu.ZERO:
+        warm_gpu(MODEL.engine, job)
     yield from decode_events(MODEL.engine, job, zerogpu.STOP)
 
 

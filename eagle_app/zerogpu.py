@@ -13,7 +13,8 @@ What the app does with that (docs/gpu.md, "ZeroGPU"):
   one function it wraps is the decode entry (eagle_app/worker.py, `gpu_decode`), which is called
   from the request's own thread (the `spaces` client reads the request from it), never from the
   private engine thread the app uses on a CPU or a dedicated GPU.
-- The model loads at start-up, in the main thread, without the CUDA warm-up (eagle_app/model.py).
+- The model loads at start-up, in the main thread, without the CUDA warm-up (eagle_app/model.py); the
+  GPU worker warms up once, untimed, at the start of its first decode (worker.warm_gpu).
 - Stop reaches the worker process through `STOP`, an event made before the fork.
 
 The `spaces` package comes with a Gradio Space (the hub's ZeroGPU guide imports it without adding it

@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--head3-layer-ids", default="inputs", choices=("inputs", "outputs"),
                    help="what the EAGLE-3 head's eagle_aux_hidden_state_layer_ids count: inputs (official code, "
                         "vLLM) or outputs (heads trained with SGLang / SpecForge)")
+    g.add_argument("--head3-rope-theta", type=float, default=None,
+                   help="the RoPE base the EAGLE-3 head's trainer used, if not its config's rope_theta (10000 for "
+                        "heads from the official and AngelSlim trainers: docs/gpu.md)")
     g.add_argument("--device", default=None, help="cpu, cuda, mps (default: auto)")
     g.add_argument("--dtype", default=None, choices=("auto", "float32", "bfloat16", "float16"),
                    help="the target's precision (default auto: float32 on a CPU, and on a GPU for targets under "
@@ -75,7 +78,7 @@ def main(argv=None) -> int:
         eagle3 = settings.method == "eagle3"  # --head names the head of the method asked for
         head3 = a.head3 or (a.head if eagle3 else None)
         engine = load_engine(a.model, head=None if eagle3 else a.head, head3=head3, head3_layer_ids=a.head3_layer_ids,
-                             device=device, methods=(settings.method,), dtype=a.dtype)
+                             head3_rope_theta=a.head3_rope_theta, device=device, methods=(settings.method,), dtype=a.dtype)
         target = engine.target
         gen = engine.generate(a.prompt, settings)
         for cycle in gen:

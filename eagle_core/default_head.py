@@ -62,15 +62,16 @@ def random_head3(target, seed: int = 0, draft_vocab: list[int] | None = None):
     return head.to(device=target.device, dtype=target.dtype).eval()
 
 
-def load_default_head3(target, path: str | None = None, layer_ids: str = "inputs"):
+def load_default_head3(target, path: str | None = None, layer_ids: str = "inputs", rope_theta: float | None = None):
     """(EAGLE-3 head, name). `path` (a directory or a hub id) None: the shipped EAGLE-3 head for
     the default target if there is one, else a random head named "random (untrained)".
     `layer_ids`: the convention of the head's aux-layer ids ("inputs": official, vLLM; "outputs":
-    SGLang, SpecForge), head3.Eagle3Config.from_json_dict."""
+    SGLang, SpecForge); `rope_theta`: the trainer's RoPE base where the config's is not it
+    (head3.Eagle3Config.from_json_dict)."""
     from .head3 import load_head3
 
     if path is None and target.name == "smollm2-135m" and os.path.exists(os.path.join(DEFAULT_HEAD3_DIR, "config.json")):
         return load_head3(DEFAULT_HEAD3_DIR, target, target.device, target.dtype), "assets/head3-smollm2-135m"
     if path is None:
         return random_head3(target), "EAGLE-3 random (untrained)"
-    return load_head3(local_dir(path, "EAGLE-3 head"), target, target.device, target.dtype, layer_ids), path
+    return load_head3(local_dir(path, "EAGLE-3 head"), target, target.device, target.dtype, layer_ids, rope_theta), path

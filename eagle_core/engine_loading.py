@@ -31,7 +31,8 @@ def fits3(head3, target) -> bool:
 
 def load_engine(model: str | Target | None = None, head: str | None = None, head3: str | None = None,
                 device: str | None = None, *, methods=None, full_vocab: bool = False,
-                dtype: torch.dtype | str | None = None, head3_layer_ids: str = "inputs", warm: bool = True) -> Engine:
+                dtype: torch.dtype | str | None = None, head3_layer_ids: str = "inputs", warm: bool = True,
+                head3_rope_theta: float | None = None) -> Engine:
     """An Engine for `model` with the heads `methods` need.
 
     model       a hub id or a directory (None: the embedded SmolLM2-135M-Instruct), or a Target
@@ -50,6 +51,8 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
                 (float32 on a CPU, and on a GPU for small targets; target.default_dtype)
     head3_layer_ids  "inputs" (official, vLLM) or "outputs" (SGLang, SpecForge): what the EAGLE-3
                 head's aux-layer ids count
+    head3_rope_theta  the RoPE base the EAGLE-3 head's trainer used, where its config says another
+                (eagle_app/pairs.py names it per published head); None: the config's
     full_vocab  draft the EAGLE-1/2 head over the target's full vocabulary instead of its own
                 reduced draft vocabulary (verification always uses the full one)
     warm        on CUDA, run every method once before returning (warm_up); False where no CUDA work
@@ -68,7 +71,7 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
         h, vocab, name = load_default_head(target, head)
         parts.update(head=h, draft_vocab=None if full_vocab else vocab, head_name=name)
     if head3 is not None or "eagle3" in methods:
-        h3, name3 = load_default_head3(target, head3, head3_layer_ids)
+        h3, name3 = load_default_head3(target, head3, head3_layer_ids, head3_rope_theta)
         if not (optional3 and not fits3(h3, target)):
             parts.update(head3=h3, head3_name=name3)
     engine = Engine(target, **parts)

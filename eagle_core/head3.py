@@ -41,7 +41,10 @@ from .head import OPTIONAL_KEYS, read_state_dict
 from .head_parts import (AttentionBlock, HeadBase, HeadCache, LayerCache, RMSNorm, _rope_theta, apply_rope,
                          rope_inv_freq, unroll)
 
-ARCHITECTURES = ("LlamaForCausalLMEagle3", "LlamaForCausalLM")  # the first is written (SGLang needs it)
+# The names EAGLE-3 heads carry: SGLang's (written here: SGLang needs it, vLLM accepts it), the official
+# trainer's (eagle/traineagle3/config.json), AngelSlim's trainer's and the one vLLM's EAGLEConfig writes
+# (vllm/transformers_utils/configs/eagle.py: "Eagle3" + the target's architecture). docs/gpu.md.
+ARCHITECTURES = ("LlamaForCausalLMEagle3", "LlamaForCausalLM", "Eagle3LlamaForCausalLM")
 LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # vLLM's name, inside "eagle_config"
 
 
@@ -101,11 +104,13 @@ class Eagle3Config:
         return d
 
     @classmethod
-    def from_json_dict(cls, d: dict, layer_ids: str = "inputs") -> "Eagle3Config":
+    def from_json_dict(cls, d: dict, layer_ids: str = "inputs", rope_theta: float | None = None) -> "Eagle3Config":
         """`layer_ids`: what the config's eagle_aux_hidden_state_layer_ids count. "inputs" (the
         official code and vLLM): the layers whose INPUT is read, as here. "outputs" (SGLang and
         SpecForge store the ids of the layers whose OUTPUT is read, and add one when capturing):
-        converted to inputs by adding one."""
+        converted to inputs by adding one. `rope_theta`: the RoPE base the head's trainer used, where
+        it differs from the config's (the official and AngelSlim EAGLE-3 trainers build RoPE with base
+        10000 whatever `rope_theta` says: eagle_app/pairs.py); None: the config's (absent: 10000)."""
         if layer_ids not in ("inputs", "outputs"):
             raise ValueError(f"layer_ids must be 'inputs' (official, vLLM) or 'outputs' (SGLang, SpecForge), not {layer_ids!r}")
         act = d.get("hidden_act", "silu")
@@ -126,6 +131,8 @@ class Eagle3Config:
             raise ValueError(f"EAGLE-3 config.json lacks {sorted(missing)}")
         ids = d.get(LAYER_IDS_KEY) or (d.get("eagle_config") or {}).get(LAYER_IDS_KEY)
         shift = 1 if layer_ids == "outputs" else 0
+        if rope_theta is not None:
+            kw["rope_theta"] = float(rope_theta)
         return cls(**kw, layers=tuple(int(i) + shift for i in ids) if ids else None)
 
     @classmethod
@@ -264,12 +271,12 @@ def save_head3(head: Eagle3Head, path: str, dtype=torch.float16, meta=None, fmt:
         torch.save(sd, os.path.join(path, "pytorch_model.bin"))
 
 
-def read_config3(path: str, layer_ids: str = "inputs") -> Eagle3Config:
+def read_config3(path: str, layer_ids: str = "inputs", rope_theta: float | None = None) -> Eagle3Config:
     cfg_file = os.path.join(path, "config.json")
     if not os.path.exists(cfg_file):
         raise FileNotFoundError(f"no config.json in {path}")
     with open(cfg_file) as f:
-        return Eagle3Config.from_json_dict(json.load(f), layer_ids)
+        return Eagle3Config.from_json_dict(json.load(f), layer_ids, rope_theta)
 
 
 def is_eagle3_dir(path: str) -> bool:
@@ -298,10 +305,12 @@ def check_fits(cfg: Eagle3Config, target) -> tuple[int, ...]:
     return cfg.layers_for(int(tc.num_hidden_layers))
 
 
-def load_head3(path: str, target=None, device="cpu", dtype=torch.float32, layer_ids: str = "inputs") -> Eagle3Head:
+def load_head3(path: str, target=None, device="cpu", dtype=torch.float32, layer_ids: str = "inputs",
+               rope_theta: float | None = None) -> Eagle3Head:
     """Load an EAGLE-3 head strictly; with `target`, also check that it fits. `layer_ids`: the
-    convention of the config's aux-layer ids (Eagle3Config.from_json_dict)."""
-    cfg = read_config3(path, layer_ids)
+    convention of the config's aux-layer ids; `rope_theta`: the trainer's RoPE base if not the
+    config's (Eagle3Config.from_json_dict)."""
+    cfg = read_config3(path, layer_ids, rope_theta)
     if target is not None:
         check_fits(cfg, target)
     sd = read_state_dict(path)

@@ -55,6 +55,9 @@ def pick_device(device: str | None = None) -> str:
         return "cuda"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return "mps"
+    from .gpu_presence import warn_if_gpu_unused
+
+    warn_if_gpu_unused()  # an NVIDIA GPU this torch cannot use: said on stderr, never silently the CPU
     return "cpu"
 
 
@@ -256,6 +259,28 @@ def _convert_default(cache_dir: str, gguf_dir: str) -> None:
     os.replace(tmp, cache_dir) if not os.path.exists(cache_dir) else None
 
 
+# What a SentencePiece tokenizer (tokenizer.model, no tokenizer.json: Vicuna-7B v1.3) needs: transformers
+# converts it with both packages (convert_slow_tokenizer.SentencePieceExtractor). requirements-extra.txt.
+SENTENCEPIECE_PACKAGES = {"sentencepiece": "sentencepiece", "protobuf": "google.protobuf"}  # pip name: module
+
+
+def missing_packages(modules: dict) -> list[str]:
+    """The pip names in `modules` ({pip name: module}) whose module this Python cannot import."""
+    def absent(mod):
+        try:
+            return importlib.util.find_spec(mod) is None
+        except ModuleNotFoundError:  # a parent package (google) is absent
+            return True
+    return [pip for pip, mod in modules.items() if absent(mod)]
+
+
+def tokenizer_missing(path: str) -> list[str]:
+    """The packages a model directory's tokenizer needs and this Python lacks (none for a tokenizer.json)."""
+    if os.path.exists(os.path.join(path, "tokenizer.json")) or not os.path.exists(os.path.join(path, "tokenizer.model")):
+        return []
+    return missing_packages(SENTENCEPIECE_PACKAGES)
+
+
 def load_target(model: str | None = None, device: str | None = None, dtype: torch.dtype | None = None,
                 kernels: str | None = None) -> Target:
     """Load the target. `model`: None/"smollm2-135m" for the embedded default, a hub id or a directory.
@@ -283,6 +308,10 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
             path = cache_dir
     else:  # a directory, or a hub id fetched once (a gated repository or no network: a one-line message, at once)
         path = local_dir(name, "target", patterns=TARGET_FILES)
+    missing = tokenizer_missing(path)
+    if missing:
+        raise ImportError(f"the tokenizer of {name} is a SentencePiece file (tokenizer.model, no tokenizer.json), which "
+                          f"needs {' and '.join(missing)}: pip install -r requirements-extra.txt")
     dtype = dtype or default_dtype(device, estimate_params(AutoConfig.from_pretrained(path)))
     tok = AutoTokenizer.from_pretrained(path)
     # on a GPU the weights load straight onto it (an 8B target never passes through host memory whole)

@@ -24,8 +24,7 @@ from eagle_core.bench.report import machine_info, save_json  # noqa: E402
 from eagle_core.decode import Generation  # noqa: E402
 from eagle_core.kernels.rows import ENV  # noqa: E402
 
-PROMPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "eval",
-                       "mt_bench_question.jsonl")
+from eagle_core.bench.prompts import MT_BENCH as PROMPTS  # noqa: E402  (the shipped MT-bench)
 
 
 def main(argv=None) -> dict:

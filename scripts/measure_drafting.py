@@ -46,8 +46,7 @@ from eagle_core.kernels import attention, library, linear_of  # noqa: E402
 from eagle_core.kernels.compact import ENV as COMPACT_ENV  # noqa: E402
 from eagle_core.kernels.rows import ENV as ROW_ENV  # noqa: E402
 
-PROMPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "eval",
-                       "mt_bench_question.jsonl")
+from eagle_core.bench.prompts import MT_BENCH as PROMPTS  # noqa: E402  (the shipped MT-bench)
 
 
 def one_per_category(path: str) -> list[str]:

@@ -25,8 +25,7 @@ from eagle_core.bench.report import machine_info, save_json  # noqa: E402
 from eagle_core.config import preset  # noqa: E402
 from eagle_core.draft import Drafter  # noqa: E402
 
-PROMPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "eval",
-                       "mt_bench_question.jsonl")
+from eagle_core.bench.prompts import MT_BENCH as PROMPTS  # noqa: E402  (the shipped MT-bench)
 
 
 def int8_rows(w: torch.Tensor) -> torch.Tensor:

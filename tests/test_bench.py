@@ -302,7 +302,7 @@ def test_forward_timing_never_times_a_forward_straight_after_the_bandwidth_read(
             pass
 
     class Target:
-        vocab_size = 10
+        vocab_size, device = 10, "cpu"
 
         def new_cache(self):
             return Cache()

@@ -92,7 +92,8 @@ def test_loading_a_pair_shows_progress_and_frees_the_slot(holder):
     assert any("Loading **Qwen3-1.7B" in s for s in lines) and "is loaded" in lines[-1]
     assert seen and all(0 <= f < 1 for f, _ in seen) and seen[-1][0] > seen[0][0]  # the bar moves
     assert holder.calls == [dict(model="Qwen/Qwen3-1.7B", head=None, head3="AngelSlim/Qwen3-1.7B_eagle3",
-                                 head3_layer_ids="inputs", methods=("vanilla", "eagle3"), dtype=None, warm=True)]
+                                 head3_layer_ids="inputs", methods=("vanilla", "eagle3"), dtype=None, warm=True,
+                                 head3_rope_theta=10000.0)]
     assert holder.h.model == "Qwen/Qwen3-1.7B" and holder.h.engine is not holder.engine
     ticket = cb.LINE.join(1)
     assert cb.LINE.wait(ticket, 1.0)  # the decode slot is free again

@@ -174,3 +174,57 @@ def test_run_budget_is_shorter_on_zerogpu_unless_set():
     assert budget() == 60.0
     assert budget(SPACES_ZERO_GPU="true") == 20.0
     assert budget(SPACES_ZERO_GPU="true", EAGLE_APP_RUN_BUDGET_S="45") == 45.0
+
+
+def test_a_fresh_gpu_worker_warms_up_once_untimed_before_eagles_prefill(monkeypatch):
+    """ZeroGPU: the GPU call first decodes each of the job's runs for a few tokens, untimed, so a freshly
+    forked worker's first-kernel costs do not land in EAGLE's timed prefill; once per worker process;
+    the timed runs and their figures are the job's own. Off ZeroGPU no warm-up."""
+    from types import SimpleNamespace
+
+    from conftest import tiny_head, tiny_target
+    from eagle_app import model as app_model
+    from eagle_app import worker
+    from eagle_core import DecodeSettings, Engine
+
+    target = tiny_target()
+    engine = Engine(target, tiny_head(target), None, "tiny")
+    log = []
+    real_generate = engine.generate
+
+    def generate(prompt, settings, stop=None, **kw):
+        log.append(("generate", settings.method, settings.max_new_tokens))
+        return real_generate(prompt, settings, stop, **kw)
+
+    monkeypatch.setattr(engine, "generate", generate)
+    monkeypatch.setattr(app_model, "MODEL", SimpleNamespace(engine=engine))
+    monkeypatch.setattr(worker, "_warmed", set())
+    settings = DecodeSettings(method="eagle2", max_new_tokens=12, depth=2, tree_top_k=2, total_tokens=4)
+    job = worker.DecodeJob("abcabc", settings, tuple(engine.check("abcabc", settings)))
+
+    def decode():
+        out = []
+        for what, kind, payload in worker.gpu_decode(job):
+            log.append((what, kind))
+            out.append((what, kind, payload))
+        return out
+
+    monkeypatch.setattr(zerogpu, "ZERO", True)
+    events = decode()
+    first_start = log.index(("start", "eagle"))
+    before = [e for e in log[:first_start] if e[0] == "generate"]  # the warm-up, then the timed EAGLE run's start
+    assert before == [("generate", "eagle2", worker.WARM_TOKENS), ("generate", "vanilla", worker.WARM_TOKENS),
+                      ("generate", "eagle2", 12)]
+    done = {kind: run for what, kind, run in events if what == "done"}
+    assert done["eagle"].summary.new_tokens == done["vanilla"].summary.new_tokens == 12  # the job's runs only
+    assert sum(len(r.cycles) for r in done.values()) == sum(1 for what, _, _ in events if what == "cycle")
+
+    log.clear()
+    decode()  # the same worker process: warm already
+    assert [e for e in log if e[0] == "generate"] == [("generate", "eagle2", 12), ("generate", "vanilla", 12)]
+
+    monkeypatch.setattr(worker, "_warmed", set())
+    monkeypatch.setattr(zerogpu, "ZERO", False)
+    log.clear()
+    decode()  # off ZeroGPU (load_engine warms a dedicated GPU at load): none here
+    assert [e for e in log if e[0] == "generate"] == [("generate", "eagle2", 12), ("generate", "vanilla", 12)]

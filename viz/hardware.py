@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 from .i18n import Strings
 from .style import BLUE, GREY, INK, ORANGE, VERMILLION, base_layout, empty_figure
 
-# Published (Tencent AngelSlim README, github.com/Tencent/AngelSlim): another model and head; total_token=60
-# in the official code verifies 60 tokens (59 drafts + the root).
+# Published in the Tencent AngelSlim README (github.com/Tencent/AngelSlim, commit 556ecfa): another model and
+# head; total_token=60 in the official code verifies 60 tokens (59 drafts + the root).
 PUBLISHED = {"nodes": 60, "speedup": 2.04, "tau": 2.85}
 
 TEXT = Strings({

@@ -24,19 +24,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import torch
 
 from ..config import DecodeSettings, TreeSetting, add_tree_argument
-from ..decode import Engine, compact_cache
+from ..decode import Engine
 from ..kernels import linear_of
 from ..tree import tree_attention_mask, tree_positions
 from .cost_report import forward_table, head_table, render_png, tree_rows, tree_table
 from .cycle_profile import profile_cycles, profile_markdown
 from .prompts import load_prompts
 from .report import machine_info, replace_block
-from .timing import median_s, sync
+from .timing import ForwardTiming, median_s, sync
 
 
 DEFAULT_TREES = (TreeSetting(3, 4, 8), TreeSetting(4, 6, 12), TreeSetting(5, 8, 16), TreeSetting(5, 8, 24),
@@ -62,30 +61,21 @@ def measure_forward(target, ctx: int = 300, sizes=range(1, 65), repeats: int = 5
     """{n: {"body_ms", "lm_head_ms"}}: median over `repeats` rounds; each round visits every n,
     so a drift in machine speed spreads over all sizes. `on_step()`, if given, is called after
     each timed forward (a progress bar)."""
-    dev = target.device
-    g = torch.Generator().manual_seed(0)
     low = min(100, target.vocab_size // 2)  # ordinary token ids (a tiny test vocabulary has fewer than 100)
-    ctx_ids = torch.randint(low, target.vocab_size, (1, ctx), generator=g).to(dev)
-    cache = target.new_cache()
-    target.forward(ctx_ids, cache)
+    timing = ForwardTiming(target, ctx, seed=0, low=low)  # every tensor on the target's device, synchronised
+    dev = target.device
     times = {n: {"body": [], "lm": []} for n in sizes}
     for _ in range(repeats):
         for n in sizes:
             parents = [-1] + [(i - 1) // 2 for i in range(1, n)]  # a binary tree of n nodes
-            toks = torch.randint(low, target.vocab_size, (1, n), generator=g).to(dev)
-            sync(dev)
-            t0 = time.perf_counter()
-            mask = tree_attention_mask(parents, ctx, dtype=target.dtype, device=dev) if n > 1 else None
-            pos = tree_positions(parents, ctx).to(dev)[None]
-            feats = target.forward(toks, cache, pos, mask)[0]
-            sync(dev)
-            t1 = time.perf_counter()
-            target.logits(feats)
-            sync(dev)
-            t2 = time.perf_counter()
-            compact_cache(cache, ctx, [])  # drop the n new entries again
-            times[n]["body"].append((t1 - t0) * 1e3)
-            times[n]["lm"].append((t2 - t1) * 1e3)
+
+            def prepare(parents=parents, n=n):
+                mask = tree_attention_mask(parents, ctx, dtype=target.dtype, device=dev) if n > 1 else None
+                return tree_positions(parents, ctx).to(dev)[None], mask
+
+            body, lm = timing.step(timing.ids(n), prepare)
+            times[n]["body"].append(body * 1e3)
+            times[n]["lm"].append(lm * 1e3)
             if on_step is not None:
                 on_step()
     return {n: {"body_ms": statistics.median(t["body"]), "lm_head_ms": statistics.median(t["lm"])}

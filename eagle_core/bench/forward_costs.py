@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import time
 
 import torch
 
 from .. import kernels
+from .timing import ForwardTiming
 
 ROWS = (1, 2, 4, 5, 8, 12, 16, 24, 32, 64)
 
@@ -41,27 +41,22 @@ def time_forward(target, rows=ROWS, context: int = 300, repeats: int = 7, seed: 
     20%, moves every t(k) alike and not only the ratio's numerator. `bandwidth`: a list to append
     the read bandwidth (GB/s) measured in each timed round, beside the forwards it bounds (on these
     machines it moved between ~35 and ~95 GB/s within minutes), followed by an untimed forward."""
-    g = torch.Generator().manual_seed(seed)
-    prompt = torch.randint(0, target.vocab_size, (1, context), generator=g)
-    cache = target.new_cache()
-    target.forward(prompt, cache)
+    timing = ForwardTiming(target, context, seed)  # every tensor on the target's device, the device synchronised
     steps = {}
     for k in rows:
-        x = torch.randint(0, target.vocab_size, (1, k), generator=g)
-        pos = torch.arange(context, context + k)[None]
+        x = timing.ids(k)
 
-        def step(x=x, pos=pos, k=k):
-            target.logits(target.forward(x, cache, position_ids=pos))
-            cache.crop(-k)
+        def step(x=x):
+            body, lm = timing.step(x)
+            return body + lm
 
         steps[k] = step
     times = {k: [] for k in rows}
     for r in range(repeats + 2):
         for k, step in steps.items():
-            t0 = time.perf_counter()
-            step()
+            t = step()
             if r >= 2:
-                times[k].append(time.perf_counter() - t0)
+                times[k].append(t)
         if bandwidth is not None and r >= 2:
             bandwidth.append(kernels.stream_bandwidth(reps=1))
             # one untimed forward after the 256 MB read, so the next round's first k (1) runs after a

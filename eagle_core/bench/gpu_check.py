@@ -10,7 +10,9 @@ It answers what nobody has measured on a GPU for this project yet:
   2. tau and speedup over vanilla for EAGLE-2 and EAGLE-3 on the `gpu` and `cpu` trees;
   3. what a verification costs: t(k)/t(1), one forward of k new tokens against one token;
   4. the app's start-up: seconds from `import app` to a loaded model.
-Every figure in the report is measured by this run, on the machine named at its top.
+Every figure in the report is measured by this run, on the machine named at its top. The report is
+rewritten as each part finishes, so a run that stops keeps what it measured (and says where it stopped);
+an NVIDIA GPU that torch cannot use is named at the top (eagle_core.gpu_presence).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import torch
 
 from ..config import PRESETS, DecodeSettings
 from ..engine_loading import load_engine
+from ..gpu_presence import cached_mismatch
 from ..parting import first_parting
 from ..target import native_bf16, pick_device
 from .forward_costs import time_forward
@@ -94,43 +97,73 @@ def app_startup_s(timeout: int = 600) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def run(short: bool = False, device: str | None = None) -> dict:
+def run(short: bool = False, device: str | None = None, on_part=None) -> dict:
+    """The check's measurements; `on_part(result so far)` is called as each part finishes, so that
+    a run that fails later keeps what it measured (main writes the report there)."""
     cfg = SHORT if short else FULL
     device = pick_device(device)
     prompts = example_prompts(cfg["prompts"])
     t0 = time.perf_counter()
-    out = {"machine": machine_info(device), "short": short, "identity": {}, "speed": None, "t_k": None}
+    out = {"machine": machine_info(device), "short": short, "identity": {}, "speed": None, "t_k": None,
+           "gpu_unused": cached_mismatch() if device == "cpu" else None}
+
+    def done():
+        out["total_s"] = time.perf_counter() - t0
+        if on_part is not None:
+            on_part(out)
+
+    done()
     for dtype in dtypes_for(device, short):
         engine = load_engine(None, device=device, methods=("vanilla", "eagle2"), dtype=dtype)
         out["identity"][dtype] = identity(engine, prompts, cfg["new_tokens"])
+        done()
         if dtype == "float32":  # the precision the app runs a small target in, on a GPU too
             out["t_k"] = {k: 1e3 * t for k, t in time_forward(engine.target, cfg["rows"], repeats=cfg["repeats"]).items()}
+            done()
         del engine
     engine = load_engine(None, device=device, methods=("vanilla", "eagle2", "eagle3"))
     out["speed"] = speed(engine, prompts, cfg["new_tokens"])
+    done()
     out["app_startup_s"] = app_startup_s()
-    out["total_s"] = time.perf_counter() - t0
+    done()
     return out
 
 
 def markdown(r: dict) -> str:
+    """The report; a part not measured (yet) is left out, and a run that stopped says where."""
     m = r["machine"]
     lines = [f"# GPU check{' (short)' if r['short'] else ''}", "",
              f"Machine: {m.get('gpu', 'no GPU')} · device {m['device']} · CPU {m['cpu']} · torch {m['torch']} · "
-             f"took {r['total_s']:.0f} s. Every figure below was measured by this run.", "",
-             "## Greedy EAGLE-2 (gpu tree) against vanilla, per dtype", "",
-             "| dtype | identical | partings (position: margin / tolerance, near-tie?) |", "|---|---|---|"]
+             f"took {r.get('total_s', 0):.0f} s. Every figure below was measured by this run.", ""]
+    if r.get("gpu_unused"):
+        lines += [f"**GPU not used:** {r['gpu_unused']}", ""]
+    if r.get("error"):
+        lines += [f"**The run stopped:** {r['error']}. The parts below finished before it.", ""]
+    if r["identity"]:
+        lines += ["## Greedy EAGLE-2 (gpu tree) against vanilla, per dtype", "",
+                  "| dtype | identical | partings (position: margin / tolerance, near-tie?) |", "|---|---|---|"]
     for dt, v in r["identity"].items():
         parts = "; ".join(f"{p['position']}: {abs(p['margin']):.3g} / {p['tolerance']:.3g}, "
                           f"{'near-tie' if p['near_tie'] else 'CLEAR WINNER (a bug)'}" for p in v["partings"]) or "-"
         lines.append(f"| {dt} | {v['identical']} / {v['prompts']} | {parts} |")
-    lines += ["", "## Speed (default dtype)", "", "| method, tree | tokens/s | speedup | tau |", "|---|---|---|---|"]
-    lines += [f"| {k} | {v['tokens_per_s']:.1f} | {v['speedup']:.2f}x | {v['tau']:.2f} |" for k, v in r["speed"].items()]
-    one = r["t_k"][1]
-    lines += ["", "## One forward of k new tokens (float32, ms)", "", "| k | ms | t(k)/t(1) |", "|---|---|---|"]
-    lines += [f"| {k} | {ms:.2f} | {ms / one:.2f} |" for k, ms in r["t_k"].items()]
-    lines += ["", f"App start-up (import to model ready): {r['app_startup_s']:.1f} s", ""]
-    return "\n".join(lines)
+    if r["speed"]:
+        lines += ["", "## Speed (default dtype)", "", "| method, tree | tokens/s | speedup | tau |", "|---|---|---|---|"]
+        lines += [f"| {k} | {v['tokens_per_s']:.1f} | {v['speedup']:.2f}x | {v['tau']:.2f} |" for k, v in r["speed"].items()]
+    if r["t_k"]:
+        one = r["t_k"][1]
+        lines += ["", "## One forward of k new tokens (float32, ms)", "", "| k | ms | t(k)/t(1) |", "|---|---|---|"]
+        lines += [f"| {k} | {ms:.2f} | {ms / one:.2f} |" for k, ms in r["t_k"].items()]
+    if "app_startup_s" in r:
+        lines += ["", f"App start-up (import to model ready): {r['app_startup_s']:.1f} s"]
+    return "\n".join(lines + [""])
+
+
+def write_report(r: dict, out: str) -> None:
+    """The markdown report at `out` and its numbers in a .json beside it (rewritten as each part finishes)."""
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(markdown(r))
+    with open(os.path.splitext(out)[0] + ".json", "w", encoding="utf-8") as f:
+        json.dump(r, f, indent=1, default=str)
 
 
 def main(argv=None) -> int:
@@ -139,11 +172,20 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None)
     ap.add_argument("--out", default="gpu_check.md", help="markdown report (a .json beside it holds the numbers)")
     a = ap.parse_args(argv)
-    r = run(a.short, a.device)
-    with open(a.out, "w", encoding="utf-8") as f:
-        f.write(markdown(r))
-    with open(os.path.splitext(a.out)[0] + ".json", "w", encoding="utf-8") as f:
-        json.dump(r, f, indent=1, default=str)
+    so_far: dict = {}
+
+    def save(r):
+        so_far["r"] = r
+        write_report(r, a.out)
+
+    try:
+        r = run(a.short, a.device, on_part=save)
+    except BaseException as e:
+        if "r" in so_far:  # keep what finished, and say where it stopped
+            so_far["r"]["error"] = f"{type(e).__name__}: {e}"
+            write_report(so_far["r"], a.out)
+            print(f"gpu_check stopped ({type(e).__name__}: {e}); the finished parts are in {a.out}", file=sys.stderr)
+        raise
     print(markdown(r))
     return 0
 

@@ -2,7 +2,7 @@
 with plotly in viz/hardware.py, whose static export would need kaleido)."""
 from __future__ import annotations
 
-PUBLISHED = (60, 2.04)  # Qwen3-1.7B + EAGLE-3, total_token=60 (60 verified), H20 (Tencent AngelSlim README)
+PUBLISHED = (60, 2.04)  # Qwen3-1.7B + EAGLE-3, total_token=60 (60 verified), H20 (the Tencent/AngelSlim README at 556ecfa)
 
 
 def render_png(measured: dict, table: dict, res: dict, path: str) -> None:

@@ -1,7 +1,9 @@
 """Benchmark harness: vanilla, transformers generate, prompt lookup and EAGLE, side by side.
 
-    python -m eagle_core.bench --prompts ../shared/data/eval/mt_bench_question.jsonl \
-        --max-new-tokens 128 --methods vanilla,hf,hf-pld,eagle --json-out bench.json
+    python -m eagle_core.bench --max-new-tokens 128 --methods vanilla,hf,hf-pld,eagle --json-out bench.json
+
+The prompts default to the shipped MT-bench (assets/prompts/mt_bench_question.jsonl); --prompts FILE
+takes another JSONL set.
 
 Methods (all decode the SAME prompt ids — the engine's chat-template encoding — and stop on the
 same condition: the target's EOS ids or `max_new_tokens`, EOS itself not counted):
@@ -29,7 +31,7 @@ import torch
 
 from ..config import DecodeSettings, add_tree_argument, default_tree
 from .journal import Journal, Sample, sample_to_dict
-from .prompts import Prompt, load_prompts
+from .prompts import MT_BENCH, Prompt, load_prompts
 from .report import eagle_by_tau, eagle_by_vanilla_step, machine_info, render_markdown, render_png, replace_block, summarize
 from .timing import sync
 
@@ -161,7 +163,8 @@ def run_benchmark(runner: Runner, prompts: list[Prompt], methods: list[str], rep
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--prompts", required=True, help="JSONL: 'prompt' or 'turns' (first turn used), optional 'category'")
+    ap.add_argument("--prompts", default=MT_BENCH, help="JSONL: 'prompt' or 'turns' (first turn used), optional "
+                    "'category' (default: the shipped MT-bench, assets/prompts/mt_bench_question.jsonl)")
     ap.add_argument("--limit", type=int, default=None, help="use the first N prompts")
     ap.add_argument("--per-category", type=int, default=None, help="use the first N prompts of each category")
     ap.add_argument("--categories", default=None,

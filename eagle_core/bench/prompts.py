@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
+
+# The prompt sets shipped with the repository (sources and licences: assets/prompts/SOURCES.md)
+SHIPPED_PROMPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                               "assets", "prompts")
+MT_BENCH = os.path.join(SHIPPED_PROMPTS, "mt_bench_question.jsonl")  # the default of every --prompts
 
 # MT-bench's eight categories; Spec-Bench reports them together as "multi-turn conversation".
 MT_BENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")

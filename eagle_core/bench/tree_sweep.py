@@ -1,7 +1,6 @@
 """Which EAGLE-2 tree decodes fastest here: vanilla and several trees, interleaved per prompt.
 
-    python -m eagle_core.bench.tree_sweep --prompts ../shared/data/eval/mt_bench_question.jsonl \
-        --limit 12 --tree 2,2,4 3,3,6 3,4,8 4,4,10 4,6,12 5,6,16 5,8,24 --threads 2 [--methods eagle2,eagle3]
+    python -m eagle_core.bench.tree_sweep --limit 12 --tree 2,2,4 3,3,6 3,4,8 4,4,10 4,6,12 5,6,16 5,8,24 --threads 2 [--methods eagle2,eagle3]
 
 Each prompt is decoded by vanilla and by EAGLE-2 (and with --methods eagle2,eagle3 also EAGLE-3,
 which drafts the same kind of tree) with every tree (depth,width,total_tokens, the
@@ -18,7 +17,7 @@ import time
 import torch
 
 from ..config import DecodeSettings, add_tree_argument, parse_trees
-from .prompts import load_prompts
+from .prompts import MT_BENCH, load_prompts
 from .report import machine_info
 
 SWEEP = parse_trees(["2,2,4", "3,3,6", "3,4,8", "4,4,10", "4,6,12", "5,6,16", "5,8,24"])  # the default trees swept
@@ -70,7 +69,7 @@ def render_markdown(stats: dict, info: dict) -> str:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.tree_sweep", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--prompts", required=True)
+    ap.add_argument("--prompts", default=MT_BENCH, help="JSONL prompts (default: the shipped MT-bench)")
     ap.add_argument("--limit", type=int, default=12)
     ap.add_argument("--per-category", type=int, default=None, help="at most N prompts per category (before --limit)")
     ap.add_argument("--head", default=None, help="EAGLE-1/2 head directory (default: the shipped head)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..bench.prompts import MT_BENCH
 from ..config import add_tree_argument
 from ..paths import runs_root
 
@@ -13,13 +14,27 @@ def _run(name: str) -> str:
     """A run's default directory: outside the repository, so its checkpoints are committed only on purpose."""
     return os.path.join(runs_root(), name)
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
+PROMPT_DIRS_NEEDED = (
+    "the training prompts are not shipped with the repository: pass --train-dir DIR (JSONL prompt files, one "
+    "`prompt` or `turns` per line; the sets this project used and their public sources: docs/training.md, "
+    "\"The prompt sets and their sources\") and --eval-dir DIR (the evaluation prompts no training prompt may "
+    "match, e.g. assets/prompts)")
 
 
 def _add_prompt_dirs(p) -> None:
-    p.add_argument("--train-dir", default=os.path.normpath(os.path.join(SHARED, "train")))
-    p.add_argument("--eval-dir", default=os.path.normpath(os.path.join(SHARED, "eval")),
-                   help="prompts here are excluded from training (exact match after normalising)")
+    p.add_argument("--train-dir", default=None, help="directory of JSONL training prompts (required)")
+    p.add_argument("--eval-dir", default=None,
+                   help="directory of JSONL eval prompts, excluded from training (exact match after normalising; required)")
+
+
+def _check_prompt_dirs(ap, args) -> None:
+    """gen, ids-fixed, ids-gen: both prompt directories given and present, else a clear error (exit 2)."""
+    missing = [f"--{n.replace('_', '-')}" for n in ("train_dir", "eval_dir") if not getattr(args, n, None)]
+    if missing:
+        ap.error(f"{args.cmd} needs {' and '.join(missing)}: {PROMPT_DIRS_NEEDED}")
+    for n in ("train_dir", "eval_dir"):
+        if not os.path.isdir(getattr(args, n)):
+            ap.error(f"--{n.replace('_', '-')} {getattr(args, n)}: no such directory; {PROMPT_DIRS_NEEDED}")
 
 
 def _data_parsers(sub) -> None:
@@ -174,7 +189,8 @@ def _eval_parser(sub) -> None:
     v.add_argument("--head", default=None, help="head directory (default: the shipped head of --method)")
     v.add_argument("--method", default="eagle2", choices=("eagle2", "eagle3"),
                    help="eagle2: an EAGLE-1/2 head; eagle3: an EAGLE-3 head; both draft the same dynamic trees")
-    v.add_argument("--prompts", nargs="+", default=[os.path.normpath(os.path.join(SHARED, "eval", "mt_bench_question.jsonl"))])
+    v.add_argument("--prompts", nargs="+", default=[MT_BENCH],
+                   help="JSONL prompt files (default: the shipped MT-bench, assets/prompts/mt_bench_question.jsonl)")
     v.add_argument("--limit", type=int, default=None, help="at most N prompts per file")
     v.add_argument("--per-category", type=int, default=None, help="at most N prompts per category")
     v.add_argument("--max-new-tokens", type=int, default=128)
@@ -221,7 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args.cmd in ("ids-fixed", "ids-gen", "gen"):
+        _check_prompt_dirs(ap, args)
     if args.cmd == "ids-fixed":
         from .fixed import run_ids_fixed
         run_ids_fixed(args)

@@ -7,7 +7,7 @@ hidden state after the final norm (what the LM head consumes). A shard holds, pe
 the token ids, the fp16 features of every position but the last, and the prompt length (the
 loss covers response tokens only).
 
-Eval prompts (../shared/data/eval) must never be trained on: every training prompt is checked
+Eval prompts (the --eval-dir set, e.g. assets/prompts) must never be trained on: every training prompt is checked
 against them and any exact (whitespace/case-normalised) match is dropped and counted.
 """
 from __future__ import annotations

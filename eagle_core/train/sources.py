@@ -1,4 +1,4 @@
-"""The training files, their licences (from ../shared/data/SOURCES.md) and their reference answers.
+"""The training files, their licences (as their source repositories state them) and their reference answers.
 
 Token ids decode back to the text they encode, so committing a dataset redistributes its
 sources: a file whose terms do not allow that is excluded from every committed dataset (both
@@ -14,7 +14,7 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class Source:
-    licence: str  # as SOURCES.md states it, shortened
+    licence: str  # as the source repository states it, shortened
     redistribute: bool  # may its text be committed to this repository (as token ids)?
     answer: Callable[[dict], object] | None = None  # the record's reference answer, if it has one
     answer_field: str = ""  # where that answer lives, for the manifest
@@ -78,7 +78,7 @@ CHAT_SOURCES = frozenset({"oasst_prompts_en.jsonl", "gpteacher_roleplay_en.jsonl
 def source_info(name: str) -> Source:
     """The entry for a training file; an unknown file is a clear error (its licence must be checked first)."""
     if name not in SOURCES:
-        raise KeyError(f"{name}: not in eagle_core/train/sources.py; check its licence in SOURCES.md and add it")
+        raise KeyError(f"{name}: not in eagle_core/train/sources.py; check its licence at its source and add it")
     return SOURCES[name]
 
 

@@ -1,6 +1,6 @@
 """The lesson in a real browser (issue 45, item 4): every step, in English and in Chinese, shows its trace's
 tree, its caption and its question; "open in the Decode tab" lands on the step's cycle. Reuses the
-Chromium harness of tests/test_browser.py; saves docs/screenshots/app-lesson*.png."""
+Chromium harness of tests/test_browser.py; saves app-lesson*.png beside the other screenshots (SHOTS: a temporary folder unless EAGLE_SCREENSHOTS names one)."""
 from __future__ import annotations
 
 import os

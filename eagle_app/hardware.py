@@ -21,7 +21,7 @@ from .tree_advice import advice, recorded_advice
 from .i18n import L, lang_of
 from . import zerogpu
 from .model import MODEL
-from .worker import ENGINE_THREAD
+from .engine_thread import ENGINE_THREAD
 
 LANG = "en"
 SLOT_S = 60.0  # how long the measurement holds the decode slot, for the line's estimates

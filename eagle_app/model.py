@@ -19,7 +19,7 @@ from eagle_core.target import DEFAULT_HUB_ID, DEFAULT_MODEL
 
 from . import zerogpu
 from .i18n import APP
-from .worker import ENGINE_THREAD
+from .engine_thread import ENGINE_THREAD
 
 
 class ModelHolder:

@@ -9,7 +9,7 @@ import os
 import queue
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Callable
@@ -23,12 +23,8 @@ from eagle_core.parting import first_parting
 from . import zerogpu
 from .line import FAIR_BUDGET_S, RUN_BUDGET_S
 from .tokens import readable_run
-
-
-# One long-lived thread does all torch work of the app: loading the model and every decode.
-# Each Python thread that calls torch gets its own OpenMP team, and measured on 2 cores a
-# decode in a fresh thread ran ~20% slower than in a thread whose team already exists.
-ENGINE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eagle-engine")
+from .engine_thread import ENGINE_THREAD
+from .model import MODEL
 
 
 def start_generation(engine: Engine, prompt: str, settings: DecodeSettings, stop, prompt_ids: list[int]) -> Generation:
@@ -160,8 +156,6 @@ def gpu_decode(job: DecodeJob):
     """The decode entry on ZeroGPU, run by `spaces` in its GPU worker process (a plain call elsewhere):
     the model is the app's (loaded at start-up, before the fork), Stop arrives through zerogpu.STOP.
     On ZeroGPU an untimed warm-up comes first (warm_gpu)."""
-    from .model import MODEL  # here, not at the top: model.py imports this module
-
     if zerogpu.ZERO:
         warm_gpu(MODEL.engine, job)
     yield from decode_events(MODEL.engine, job, zerogpu.STOP)
@@ -193,8 +187,6 @@ def gpu_step(job: DecodeJob, done: int):
     """Step mode on ZeroGPU. A generation cannot stay alive between clicks in the GPU worker process (what
     it changes there never comes back), so each click decodes the run again from its start to cycle
     done + 1: the same cycles, since a run is deterministic (greedy, or sampling from its seed)."""
-    from .model import MODEL
-
     gen = start_generation(MODEL.engine, job.prompt, job.settings, None, list(job.prompt_ids))
     it, rec = iter(gen), None
     for _ in range(done + 1):

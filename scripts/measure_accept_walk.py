@@ -1,7 +1,7 @@
 """The acceptance walk's own time per cycle with the row kernel (kernels/rows.c) and without it
 (EAGLE_ROW_KERNEL=0: torch's max + logsumexp), alternating per prompt in one process so that both
 see the same machine. The walk includes the target's LM head over the tree's rows. Every prompt's
-tokens must be the same both ways. Run on a quiet machine (docs/performance.md, 2026-12-05):
+tokens must be the same both ways. Run on a quiet machine (docs/data/journal/performance-2026-12.md, 2026-12-05):
 
     python scripts/measure_accept_walk.py --json-out docs/data/bench/accept_walk_zen5.json
 """

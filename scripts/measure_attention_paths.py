@@ -2,7 +2,7 @@
 default target (body through layer.c, LM head for every row) of 1, 5 and 8 new tokens on a 300-token cache,
 each path in turn, round after round (the order alternating), with the memory's read bandwidth taken
 before each round. Medians per bandwidth band, as scripts/measure_kernel_builds.py reports builds, and
-whether both paths gave the same logits bit for bit. Needs a CPU with AVX-512 (docs/performance.md,
+whether both paths gave the same logits bit for bit. Needs a CPU with AVX-512 (docs/data/journal/performance-2026-12.md,
 2026-12-05, evening):
 
     python scripts/measure_attention_paths.py --minutes 6 --json-out docs/data/bench/attention512_emr.json

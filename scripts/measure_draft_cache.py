@@ -10,7 +10,7 @@ accepted tokens, then a 2,2,3 tree) in three states of the CPU's caches:
 
 and, for each state, with nothing done before the timed call, with the timed call run once before
 (its own bytes brought back the way it reads them), or with its weights read by stream_read first.
-Run on a quiet machine (docs/performance.md, 2026-12-05):
+Run on a quiet machine (docs/data/journal/performance-2026-12.md, 2026-12-05):
 
     python scripts/measure_draft_cache.py --json-out docs/data/bench/draft_cache_zen5.json
 """

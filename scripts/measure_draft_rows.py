@@ -2,7 +2,7 @@
 target forward of 4 tokens plus its LM head (which streams ~540 MB of weights through the caches),
 one 1-row product (the root's draft), then a 2-row product (the next depth's). The storages
 alternate round by round in one process, so a change in the machine's speed hits them alike.
-Run on a quiet machine (docs/performance.md, 2026-12-06):
+Run on a quiet machine (docs/data/journal/performance-2026-12.md, 2026-12-06):
 
     python scripts/measure_draft_rows.py --json-out docs/data/bench/draft_rows_intel167.json
 

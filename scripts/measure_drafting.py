@@ -1,7 +1,7 @@
 """What drafting costs per cycle on the CPU tree, as a share of a vanilla step, for several ways of
 running the draft head: one MT-bench prompt per category, vanilla once, then EAGLE-2 with each
 variant twice, interleaved; every EAGLE run must equal vanilla token for token. Run on a quiet
-machine (docs/performance.md, "Issue 30's cycle bounds").
+machine (docs/data/journal/performance-2026-12.md, "Issue 30's cycle bounds").
 
     python scripts/measure_drafting.py --json-out docs/data/bench/cycle_draft_lean_zen4.json
 

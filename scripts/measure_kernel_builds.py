@@ -4,7 +4,7 @@ and down, and the LM head, random, SmolLM2-135M's shapes, ~540 MB) multiplied at
 each build in turn, round after round, with the memory's read bandwidth taken before each round.
 The machine's memory speed moves by minutes on a shared host, so the medians are reported per
 bandwidth band, each build measured in the same rounds. Run on a quiet machine with AVX-512
-(docs/performance.md, 2026-12-05):
+(docs/data/journal/performance-2026-12.md, 2026-12-05):
 
     # the AVX-512 tiles' prefetch distance, 256 against 2048 floats ahead
     python scripts/measure_kernel_builds.py --builds PREFETCH512=256 PREFETCH512=2048 --minutes 8 \

@@ -25,7 +25,7 @@ of shards is a sample of every source. Each shard is written atomically and then
 the manifest; a rerun of the same command resumes after the last shard. The cache is local and
 a machine may not keep it (a session here loses `data/`): `--start-shard S` begins at shard S,
 so a later session can cache the next slice of the same order and continue training the
-committed head on data it has not seen (the heads' sections in docs/history.md list which
+committed head on data it has not seen (the heads' sections in docs/data/journal/history.md list which
 shards each head saw).
 `--parts 17-22` caches only the parts at those positions of each dataset's manifest: the parts a
 head has not been trained on yet, without recomputing the ones it has.

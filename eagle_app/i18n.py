@@ -258,7 +258,7 @@ APP = Strings({
     "model.on_cuda": ("on the GPU", "运行在 GPU 上"),
     "model.on_mps": ("on the Mac's GPU", "运行在 Mac 的 GPU 上"),
     "model.on_other": ("on {device}", "运行在 {device} 上"),
-    "model.gpu_unused": ("⚠ **GPU not used:** {msg}", "⚠ **未使用 GPU：**{msg}"),
+    "model.gpu_unused": ("⚠ <b>GPU not used:</b> {msg}", "⚠ <b>未使用 GPU：</b>{msg}"),
     "model.ours": (", trained by this project", "，由本项目训练"),
     "model.yours": (", loaded from your folder", "，从你指定的位置加载"),
     "model.and": (" and ", " 和 "),

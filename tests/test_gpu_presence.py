@@ -74,6 +74,6 @@ def test_the_page_shows_it_beside_the_model(monkeypatch):
 
     monkeypatch.setattr(app_model, "cached_mismatch", lambda: "An NVIDIA GPU is present (T4; driver 535)")
     line = app_model.model_line(E(), 1.0)
-    assert "GPU not used:** An NVIDIA GPU is present (T4; driver 535)" in line
+    assert "GPU not used:</b> An NVIDIA GPU is present (T4; driver 535)" in line
     monkeypatch.setattr(app_model, "cached_mismatch", lambda: None)
     assert "GPU not used" not in app_model.model_line(E(), 1.0)

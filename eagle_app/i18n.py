@@ -21,7 +21,7 @@ from eagle_core import METHOD_LABELS, PRESETS
 from viz.hardware import TEXT as HARDWARE
 from viz.i18n import Strings, lang_of  # noqa: F401  (lang_of: re-exported for the callbacks)
 
-PRESET_NAMES = (("readable tree", "易读的树", "explain"), ("fastest on a 2-core CPU", "双核 CPU 上最快", "cpu"),
+PRESET_NAMES = (("bigger tree to read", "更大、便于观察的树", "explain"), ("fastest on a 2-core CPU", "双核 CPU 上最快", "cpu"),
                 ("GPU, published EAGLE-2", "GPU，EAGLE-2 论文的设置", "gpu"))
 
 

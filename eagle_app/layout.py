@@ -20,7 +20,7 @@ from .tree_advice import recorded_advice
 from .model import MODEL
 
 METHOD_CHOICES = [(L(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)"), m) for m in METHODS]
-PRESET_CHOICES = [(L(preset_label(name)), name) for name in ("explain", "cpu", "gpu") if name in PRESETS]
+PRESET_CHOICES = [(L(preset_label(name)), name) for name in ("cpu", "explain", "gpu") if name in PRESETS]
 TITLE = ("# EAGLE speculative decoding, step by step\nA small head drafts a **tree** of tokens from the model's own "
          "features; the model checks the whole tree in **one** forward pass and keeps the longest correct path "
          "plus one **bonus** token of its own. In float32, the same output as ordinary decoding in fewer passes "

@@ -108,15 +108,12 @@ class DecodeSettings:
         return self
 
 
-# Named presets. "cpu" is the tree with the most measured tokens/s on a 2-core CPU with the
-# shipped head (docs/performance.md: verifying more tokens costs more than it gains there; 2,2,3
-# since each layer became one C call, 2-5% faster than the earlier 2,2,4 in five sweeps, all 80
-# MT-bench prompts among them: 1.32x against 1.29x vanilla; swept again once drafting became one
-# kernel call, Zen 4, all 80 prompts: 2,2,3 to 4,2,5 within 1% in one run, 2,2,3 2-5% ahead in another);
-# "explain" is a tree big enough to read in the app; "gpu" is the published EAGLE-2 default
-# (60 draft tokens, depth 6, top_k 10).
+# Named presets. "cpu" is the tree a 2-core CPU decodes fastest among trees a person can read (7+
+# drafts), for both shipped heads, and the one the page opens with there (docs/performance.md, "The
+# page's default tree, rows past 12 and the CPU peer"); "explain" is a bigger tree to read; "gpu" is
+# the published EAGLE-2 default (total_token=60: 59 drafts + the root, depth 6, top_k 10).
 PRESETS: dict[str, dict] = {
-    "cpu": dict(depth=2, tree_top_k=2, total_tokens=3),
+    "cpu": dict(depth=4, tree_top_k=2, total_tokens=7),
     "explain": dict(depth=4, tree_top_k=4, total_tokens=12),
     "small": dict(depth=3, tree_top_k=4, total_tokens=8),
     "gpu": dict(depth=6, tree_top_k=10, total_tokens=59),  # official total_token=60: 59 drafts + the root

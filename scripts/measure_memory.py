@@ -147,7 +147,7 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--max-new", type=int, default=32, help="new tokens per run (each method)")
-    ap.add_argument("--tree", default="2,2,3", help="depth,top_k,total (default: the cpu preset)")
+    ap.add_argument("--tree", default="2,2,3", help="depth,top_k,total (the cpu preset until 2026-12-07)")
     ap.add_argument("--runs-per-session", type=int, default=5, help="a new gradio_client session every N runs")
     ap.add_argument("--warm-up", type=int, default=20, help="runs left out of the second slope")
     ap.add_argument("--threads", type=int, default=None, help="EAGLE_APP_THREADS for the server")

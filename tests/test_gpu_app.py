@@ -48,11 +48,11 @@ def test_the_page_opens_with_the_gpu_tree_on_cuda():
                                        str(gpu["total_tokens"])]  # and the model picker is shown
 
 
-def test_the_page_opens_with_the_readable_tree_on_a_cpu(monkeypatch):
+def test_the_page_opens_with_the_cpu_tree_on_a_cpu(monkeypatch):
     from eagle_app import settings
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert settings.page_preset() == "explain"
+    assert settings.page_preset() == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert settings.page_preset() == "gpu"
 

@@ -24,7 +24,7 @@ from . import zerogpu
 from .line import FAIR_BUDGET_S, RUN_BUDGET_S
 from .tokens import readable_run
 from .engine_thread import ENGINE_THREAD
-from .model import MODEL
+from . import model as app_model  # read at call time: the app (and a test) may replace MODEL
 
 
 def start_generation(engine: Engine, prompt: str, settings: DecodeSettings, stop, prompt_ids: list[int]) -> Generation:
@@ -157,8 +157,8 @@ def gpu_decode(job: DecodeJob):
     the model is the app's (loaded at start-up, before the fork), Stop arrives through zerogpu.STOP.
     On ZeroGPU an untimed warm-up comes first (warm_gpu)."""
     if zerogpu.ZERO:
-        warm_gpu(MODEL.engine, job)
-    yield from decode_events(MODEL.engine, job, zerogpu.STOP)
+        warm_gpu(app_model.MODEL.engine, job)
+    yield from decode_events(app_model.MODEL.engine, job, zerogpu.STOP)
 
 
 def new_stepper(engine: Engine, prompt: str, settings: DecodeSettings, prompt_ids: list[int]):
@@ -187,7 +187,7 @@ def gpu_step(job: DecodeJob, done: int):
     """Step mode on ZeroGPU. A generation cannot stay alive between clicks in the GPU worker process (what
     it changes there never comes back), so each click decodes the run again from its start to cycle
     done + 1: the same cycles, since a run is deterministic (greedy, or sampling from its seed)."""
-    gen = start_generation(MODEL.engine, job.prompt, job.settings, None, list(job.prompt_ids))
+    gen = start_generation(app_model.MODEL.engine, job.prompt, job.settings, None, list(job.prompt_ids))
     it, rec = iter(gen), None
     for _ in range(done + 1):
         rec = next(it, None)

@@ -22,7 +22,7 @@ def test_a_jump_between_near_row_counts_is_a_cliff_and_a_slope_is_not():
 def test_the_note_gives_each_trees_predicted_speedup_and_names_the_cliff():
     md = advice(MEASURED, _table({"4,2,7": 2.28, "4,4,12": 2.53}), "en")
     # 4,2,7: 8 rows 14.4 / 12 = 1.2 steps + drafting (0.3 + 3 x 0.3) / 12 = 0.1 -> 2.28 / 1.3
-    assert f"4,2,7 (8 rows): {2.28 / 1.3:.2f}×" in md
+    assert f"4,2,7 (8 rows, `cpu`): {2.28 / 1.3:.2f}×" in md
     assert "4,4,12 (13 rows, `explain`)" in md or "4,4,12 (13 rows)" in md
     assert "A cliff: verifying 13 rows costs 2.00× what 12 rows cost (16.0 → 32.0 ms)." in md
     assert "the best here is 4,2,7" in md and "measured on this machine" in md

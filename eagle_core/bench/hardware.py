@@ -38,6 +38,7 @@ import torch
 
 from ..config import TreeSetting
 from .costmodel import measure_forward, measure_head_steps
+from .prompts import MT_BENCH
 from .report import machine_info
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -50,7 +51,7 @@ FORWARD, HEAD = "target forward, k = 1..64", "head, one drafting step per width"
 # turns, 2 per category, greedy, 128 new tokens; the page, the panel and the README quote what it writes.
 SWEEP = ("1,1,1", "2,2,4", "3,2,6", "3,4,8", "4,4,12", "5,8,16", "5,8,24", "6,10,32")
 RECORD_PRESETS = ("cpu", "explain", "gpu")
-RECORD_PROMPTS = os.path.join(os.path.dirname(ROOT), "shared", "data", "eval", "mt_bench_question.jsonl")
+RECORD_PROMPTS = MT_BENCH  # the shipped MT-bench questions
 RECORD_COMMAND = "python -m eagle_core.bench.hardware --record"
 
 

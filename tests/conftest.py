@@ -107,3 +107,29 @@ def default_target():
     from eagle_core import load_target
 
     return load_target()
+
+
+# The fast loop (README): `python -m pytest -q -m "not slow"` runs the tests that need neither the default
+# model, a browser, a server nor other processes; the full suite (CI) runs everything. A test is slow when it
+# takes one of these fixtures or lives in one of these files (each of their tests loads the model, starts
+# processes or drives Chromium).
+HEAVY_FIXTURES = {"default_target", "engine", "_app_model", "page_url", "browser"}
+SLOW_FILES = {"test_browser.py", "test_lesson_browser.py", "test_clone.py", "test_hub_offline.py",
+              "test_default_model.py", "test_tempfiles.py", "test_zerogpu.py"}
+SLOW_TESTS = ("test_bench.py::test_journal_resumes_and_reports", "test_bench.py::test_json_shape",
+              "test_gpu_check.py::test_gpu_check_short_runs_end_to_end", "test_portable.py::test_cli_runs_the_default",
+              "test_portable.py::test_half_precision_parts_only", "test_gpu_app.py::test_the_page_opens_with_the_gpu",
+              "test_space.py::test_the_assembled_space_builds", "test_hardware.py::test_the_panel_runs_on_the_default")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: loads the default model, starts processes or drives a browser "
+                                       "(left out of the fast loop, -m 'not slow')")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        where = f"{item.path.name}::{item.name}"
+        if (item.path.name in SLOW_FILES or HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or where.startswith(SLOW_TESTS)):
+            item.add_marker(pytest.mark.slow)

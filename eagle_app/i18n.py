@@ -222,10 +222,26 @@ APP = Strings({
                    "{device}. The replay below plays both at the measured pace.",
                    "计时期间暂停了实时绘制：{how}；文本、树和图表都在两次运行结束后才绘制。先运行 EAGLE，再运行普通解码，"
                    "提示词和设置相同，在{device}上先后运行。下面的回放按实测速度播放两者。"),
+    "note.timed_one": ("Timed with live drawing paused: {how}; the text, tree and charts were drawn after it "
+                       "finished. One run only: {name} on {device}, with no second run to compare it with. The replay "
+                       "below plays it at the measured pace.",
+                       "计时期间暂停了实时绘制：{how}；文本、树和图表都在运行结束后才绘制。只有一次运行：{name}，"
+                       "在{device}上运行，没有可供对比的第二次运行。下面的回放按实测速度播放它。"),
+    "note.timed_unrun": ("Timed with live drawing paused: {how}; the text, tree and charts were drawn after it "
+                         "finished. EAGLE ran on {device}; vanilla did not run (the run was stopped first), so there "
+                         "is no speedup to show. The replay below plays EAGLE alone.",
+                         "计时期间暂停了实时绘制：{how}；文本、树和图表都在运行结束后才绘制。EAGLE 在{device}上运行；"
+                         "普通解码没有运行（运行在此之前已停止），所以没有加速比可显示。下面的回放只播放 EAGLE。"),
+    "note.quiet_one": ("the page did not change while it decoded", "解码时页面没有变化"),
+    "note.live_one": ("while it decoded, the page showed only a one-line progress update", "解码时页面只显示一行进度"),
     "note.quiet": ("the page did not change while either run decoded", "两次运行解码时页面都没有变化"),
     "note.live": ("while each run decoded, the page showed only a one-line progress update",
                   "每次运行解码时，页面只显示一行进度"),
     # refusals
+    "note.clamped": ("ⓘ {what}: {v} is above the maximum, so the slider uses **{edge}** (the engine refuses more).",
+                     "ⓘ {what}：{v} 超过了上限，所以滑块取 <b>{edge}</b>（引擎不接受更大的值）。"),
+    "note.clamped_min": ("ⓘ {what}: {v} is below the minimum, so the slider uses **{edge}**.",
+                         "ⓘ {what}：{v} 低于下限，所以滑块取 <b>{edge}</b>。"),
     "refuse.title": ("Please check the input", "请检查输入"),
     "refuse.empty": ("The prompt is empty: type something (or pick an example) first.",
                      "提示词是空的：请先输入一些内容（或选一个示例）。"),
@@ -246,6 +262,9 @@ APP = Strings({
     "blank.tree": ("Press Generate (or Step) to draw the draft tree.", "点击“生成”（或“单步”）来绘制草稿树。"),
     "blank.mask": ("Tree-attention mask", "树注意力掩码"),
     "slider.of": ("Cycle (of {n})", "轮次（共 {n} 轮）"),
+    "view.showcase": ("*Shown first: the cycle that accepted the most drafts, the clearest picture of the tree at "
+                      "work. Drag the slider (or press Play) to see all {n} cycles, from cycle 1.*",
+                      "<i>先显示的是接受草稿最多的一轮，最能看清树的作用。拖动滑块（或点击“播放”）可从第 1 轮起查看全部 {n} 轮。</i>"),
     # the model's line (model.py)
     "model.ready": ("**Model ready:** {model} {where}{loaded} · **draft head:** {head} "
                     "<span class=\"eg-more\" title=\"{title}\">{more}</span>",

@@ -49,13 +49,25 @@ class Page:
     all: list  # the components of views.OUT, in order: what every callback returns
 
 
+class SettingSlider(gr.Slider):
+    """A decode setting's slider that hands any number on as it came: gr.Slider refused one past its range with
+    an error badge before any callback ran; here the callbacks refuse it with the engine's own message (the
+    refusal path), and the page's note says when the browser clamped a typed number (callbacks/page.clamp_note).
+    Drawn by the ordinary slider component (a template of it)."""
+
+    is_template = True
+
+    def preprocess(self, payload):
+        return payload
+
+
 def setting_widget(f: settings.Field):
     """The widget of one decode setting, from its settings.FIELDS entry."""
     if f.name == "method":
         return gr.Radio(METHOD_CHOICES, value=f.value, label=L(f.label))
     if f.maximum is None:
         return gr.Number(f.value, precision=0, label=L(f.label), minimum=f.minimum)
-    return gr.Slider(f.minimum, f.maximum, value=f.value, step=f.step, label=L(f.label), elem_id=f.elem_id)
+    return SettingSlider(f.minimum, f.maximum, value=f.value, step=f.step, label=L(f.label), elem_id=f.elem_id)
 
 
 def controls(c: dict, w: dict) -> None:
@@ -75,6 +87,7 @@ def controls(c: dict, w: dict) -> None:
     with gr.Accordion(L("Sampling (temperature 0 = greedy, reproducible)"), open=False):
         w.update({f.name: setting_widget(f) for f in group("sampling")})
     picker.panel(c)  # the public target / head pairs, on a CUDA GPU only (picker.py)
+    c["settings_note"] = gr.Markdown(elem_id="eg-settings-note")  # a typed number the slider clamped (wiring.py)
     with gr.Row():
         c["gen_btn"] = gr.Button(L("▶ Generate"), variant="primary", elem_id="eg-generate")
         c["step_btn"] = gr.Button(L("Step one cycle ›"), elem_id="eg-step")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import os
 import threading
 import time
@@ -17,6 +18,21 @@ RUN_BUDGET_S = float(os.environ.get("EAGLE_APP_RUN_BUDGET_S", "20" if on_zerogpu
 # Fair share: while somebody waits in line behind a run, each of its decodes stops after this many
 # seconds instead (a class of thirty sharing one slot should not wait behind 512-token runs).
 FAIR_BUDGET_S = float(os.environ.get("EAGLE_APP_FAIR_BUDGET_S", "20"))
+
+
+# The hardware panel's recording (eagle_core.bench.hardware --record): its t(1), one target pass of one token
+RECORDED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "learn",
+                        "hardware_recorded.json")
+
+
+def recorded_rate(path: str = RECORDED) -> float | None:
+    """Tokens/s of vanilla decoding from the recording's t(1) (1000 / ms per pass), or None without one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            ms = float(json.load(f)["forward_ms"]["1"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return 1000.0 / ms if ms > 0 else None
 
 
 class Ticket:
@@ -41,10 +57,23 @@ class DecodeLine:
     Gradio's concurrency limit for the decode events, whose queue a user cannot leave without
     losing the page's contents. Tickets are found by identity, never by value."""
 
-    def __init__(self, rate: float = 8.0):
+    def __init__(self, rate: float | None = None):
         self._cv = threading.Condition()
         self._line: list[Ticket] = []  # [0] holds the slot
-        self.rate = rate  # tokens/s of recent decodes, for estimates
+        # tokens/s of recent decodes, for estimates: a guess (the recording's t(1), else 8) until a run is measured
+        self.rate = rate or recorded_rate() or 8.0
+        self.measured = False
+        self.run_rates: dict[str, float] = {}  # "eagle" / "vanilla": the last timed run's tokens/s in this process
+
+    def note_run(self, kind: str, tokens: int, seconds: float) -> None:
+        """A timed run of `kind` decoded `tokens` in `seconds`: the rate its next estimate uses."""
+        if tokens > 0 and seconds > 0:
+            self.run_rates[kind] = tokens / seconds
+
+    def run_s(self, kind: str, tokens: int) -> float:
+        """Seconds a timed run of `kind` will take for `tokens`: at this process's last measured rate of that kind,
+        else at the line's rate (measured or guessed)."""
+        return tokens / max(self.run_rates.get(kind) or self.rate, 0.1)
 
     def join(self, tokens: int) -> Ticket:
         ticket = Ticket(tokens)
@@ -95,8 +124,9 @@ class DecodeLine:
             ran = i is not None and self._line[i].since is not None
             if i is not None:
                 del self._line[i]
-            if tokens and seconds > 0.5:
-                self.rate = 0.7 * self.rate + 0.3 * tokens / seconds
+            if tokens and seconds > 0.5:  # the first measurement replaces the guess; later ones are averaged in
+                self.rate = 0.7 * self.rate + 0.3 * tokens / seconds if self.measured else tokens / seconds
+                self.measured = True
             self._grant()
         if ran:
             give_back_memory()

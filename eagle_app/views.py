@@ -50,6 +50,15 @@ def note_text(note, lang: str = "en") -> str:
 
 
 # ---------------------------------------------------------------------------------- renderers
+def run_method(state: dict) -> str | None:
+    """The method of the tab's run: its finished runs', else the Step run's settings (step_key)."""
+    main = state.get("eagle") or state.get("vanilla")
+    if main is not None:
+        return main.summary.method
+    key = state.get("step_key")
+    return getattr(key[1], "method", None) if key else None
+
+
 def cycle_views(state: dict, k: int | None, lang: str = "en") -> dict:
     """{text, tree, mask, probs, caption, slider} for cycle k (1-based; None = the last), in `lang`."""
     cycles = state["cycles"]
@@ -62,8 +71,10 @@ def cycle_views(state: dict, k: int | None, lang: str = "en") -> dict:
     asked = cycle_number(k)
     i = min(max(n if asked is None else asked, 1), n) - 1
     c = cycles[i]
+    vanilla = run_method(state) == "vanilla"  # its mask and p/q chart say it drafts nothing
     return dict(text=viz.colored_text_html(cycles, selected=c.step, lang=lang), tree=viz.tree_figure(c, lang=lang),
-                mask=viz.mask_figure(c, lang), probs=viz.probs_figure(c, lang), caption=viz.cycle_caption(c, n, lang=lang),
+                mask=viz.mask_figure(c, lang, vanilla), probs=viz.probs_figure(c, lang, vanilla),
+                caption=viz.cycle_caption(c, n, lang=lang, vanilla=vanilla),
                 slider=gr.Slider(minimum=1, maximum=max(n, 2), value=i + 1, step=1, label=APP("slider.of", lang, n=n)))
 
 
@@ -102,7 +113,12 @@ def showcase_cycle(cycles) -> int | None:
 
 
 def all_views(state: dict, lang: str = "en") -> dict:
-    return {**cycle_views(state, showcase_cycle(state["cycles"]), lang), **summary_views(state, lang)}
+    """Every view of a finished run or a loaded trace; the caption says why the cycle shown first was chosen."""
+    k = showcase_cycle(state["cycles"])
+    views = cycle_views(state, k, lang)
+    if k is not None and len(state["cycles"]) > 1:
+        views["caption"] += "\n\n" + APP("view.showcase", lang, n=len(state["cycles"]))
+    return {**views, **summary_views(state, lang)}
 
 
 # ---------------------------------------------------------------------------------- status lines

@@ -41,6 +41,11 @@ def wire(page) -> None:
                           **hidden)
     c["preset"].change(page_events.apply_preset, c["preset"], [w["depth"], w["tree_top_k"], w["total_tokens"]],
                        **hidden)
+    w["method"].change(page_events.compare_box, w["method"], c["compare"], **hidden)  # greyed for vanilla
+    for name, widget in w.items():  # a typed number past a slider's range: the note says it was clamped
+        if isinstance(widget, gr.Slider):
+            widget.change(lambda v, lang, name=name: page_events.clamp_note(name, v, lang), [widget, c["lang"]],
+                          c["settings_note"], show_progress="hidden", **hidden)
     c["learn_tab"].select(views.learn_views, scrub, [c["learn_tree"], c["learn_mask"], c["learn_probs"]],
                             **hidden)
     c["upload"].upload(traces.upload_trace, [c["upload"], c["lang"]], page.all, **hidden)

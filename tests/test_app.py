@@ -171,10 +171,17 @@ def test_progress_line_has_no_rate_at_first():
 
 
 def test_vanilla_only_and_no_compare():
-    state = run_generate(method="vanilla")[-1]["state"]
+    final = run_generate(method="vanilla")[-1]
+    state = final["state"]
     assert state["eagle"] is None and state["vanilla"].summary.tau == 1.0
-    state = run_generate(compare=False)[-1]["state"]
+    # #45: the note says one run ran; the caption, the mask and the p/q chart say vanilla drafts nothing
+    assert "One run only: vanilla" in final["comparison"] and "then vanilla" not in final["comparison"]
+    assert "Vanilla decoding drafts nothing" in final["caption"]
+    assert not final["probs"].data and not final["mask"].data
+    final = run_generate(compare=False)[-1]
+    state = final["state"]
     assert state["vanilla"] is None and state["eagle"] is not None
+    assert "One run only: EAGLE" in final["comparison"]
 
 
 LONG = "Tell me a long story about a lighthouse keeper and the storm that changed her life."
@@ -189,6 +196,7 @@ def test_stop_mid_run_keeps_the_partial_run():
     e = final["state"]["eagle"]
     assert e.summary.stop_reason == "stopped" and 0 < e.summary.new_tokens < 400
     assert final["state"]["vanilla"] is None  # vanilla never started
+    assert "vanilla did not run" in final["comparison"] and "plays both" not in final["comparison"]
     assert "stopped by you" in final["status"] and "stopped: stopped" not in final["status"]
 
 
@@ -233,7 +241,9 @@ def test_decode_line_order_place_and_estimate():
     assert ahead == 2 and 13.0 < wait <= 15.0  # 100 + 50 tokens at 10 tok/s, minus a's few ms
     line.leave(a, tokens=100, seconds=5.0)
     assert line.wait(b, 0.01) and line.place(c)[0] == 1
-    assert line.rate == pytest.approx(0.7 * 10 + 0.3 * 20)
+    assert line.rate == pytest.approx(20)  # the first measurement replaces the guess (#45: estimates ran 2-4x long)
+    line.leave(b, tokens=50, seconds=5.0)
+    assert line.rate == pytest.approx(0.7 * 20 + 0.3 * 10)  # later ones are averaged in
 
 
 def test_a_run_is_bounded_in_time(engine, monkeypatch):

@@ -45,9 +45,13 @@ def test_malformed_api_calls_get_a_message_and_leave_no_traceback(capfd):
                                      headers={"Content-Type": "application/json"})
         event = json.load(urllib.request.urlopen(req, timeout=30))["event_id"]
         body = urllib.request.urlopen(url + f"gradio_api/call/generate/{event}", timeout=120).read().decode()
-        return json.loads(body.split("data:", 1)[1].strip().splitlines()[0]) if "event: error" in body else None
+        if "event: error" in body:
+            return json.loads(body.split("data:", 1)[1].strip().splitlines()[0])
+        last = [line for line in body.splitlines() if line.startswith("data:")][-1]
+        return {"status": json.loads(last[5:])[OUT.index("status")]}  # a refusal: the status line says why
 
     import app
+    from eagle_app.views import OUT
 
     n_inputs = len(next(d for d in app.demo.config["dependencies"] if d.get("api_name") == "generate")["inputs"])
     good = ["Say hi.", "eagle2", 2, 2, 4, 4, 0, 1, 0, 8, 0, True] + [None] * (n_inputs - 12)  # + the page's states
@@ -56,8 +60,10 @@ def test_malformed_api_calls_get_a_message_and_leave_no_traceback(capfd):
             ("too few", good[:3]), ("not a number", good[:2] + ["deep"] + good[3:]),
             ("unknown method", good[:1] + ["nope"] + good[2:]), ("out of range", good[:2] + [1e9] + good[3:]))}
     assert f"takes {n_inputs} values" in answers["too few"]["error"] and "got 3" in answers["too few"]["error"]
-    assert "Depth" in answers["not a number"]["error"]
-    assert "nope" in answers["unknown method"]["error"] and "maximum value 16" in answers["out of range"]["error"]
+    # a setting's slider hands any value to the callbacks (#45), which refuse it with the engine's message
+    assert "depth must be a number" in answers["not a number"]["status"]
+    assert "nope" in answers["unknown method"]["error"]
+    assert "depth must be between 1 and 16" in answers["out of range"]["status"].replace("\\", "")
     assert "Traceback" not in capfd.readouterr().err
 
 

@@ -62,7 +62,15 @@ T = Strings({
                             "rejected siblings left",
                             "每个都通过了随机抽签：u < p 时通过；后面的兄弟节点则当 u < p/剩余质量 时通过（剩余质量：被拒兄弟留下的概率质量）"),
     "cap.rule.ratio": ("each passed its draw u < min(1, p/q)", "每个都通过了抽签 u < min(1, p/q)"),
+    "cap.rule1.greedy": ("it matched the target's own top choice", "它与目标模型自己的首选一致"),
+    "cap.rule1.point_mass": ("it passed its random draw: u < p, or for a later sibling u < p ÷ the mass the "
+                             "rejected siblings left",
+                             "它通过了随机抽签：u < p 时通过；后面的兄弟节点则当 u < p/剩余质量 时通过（剩余质量：被拒兄弟留下的概率质量）"),
+    "cap.rule1.ratio": ("it passed its draw u < min(1, p/q)", "它通过了抽签 u < min(1, p/q)"),
     "cap.accepted": ("It accepted {quoted} ({why}). ", "它接受了 {quoted}（{why}）。"),
+    "cap.vanilla": ("{head} · Vanilla decoding drafts nothing: one target pass ({ms:.0f} ms) produced one token, "
+                    "{bonus}.",
+                    "{head} · 普通解码不起草：目标模型一次前向（{ms:.0f} ms）产生一个词元：{bonus}。"),
     "cap.none_greedy": ("It accepted none of the drafts: no first-level draft was the target's own top choice, so "
                         "the deeper ones were never tested. ",
                         "它一个草稿也没有接受：第一层的草稿都不是目标模型自己的首选，所以更深的草稿从未被检验。"),
@@ -144,6 +152,7 @@ T = Strings({
     "fig.rule.ratio": ("speculative sampling: accept if the draw u < min(1, p/q)", "投机采样：抽签 u < min(1, p/q) 时接受"),
     "fig.no_drafts": ("No drafted tokens this cycle (vanilla decoding): the target picks the next token alone.",
                       "本轮没有草稿词元（普通解码）：由目标模型独自选出下一个词元。"),
+    "fig.vanilla_none": ("Vanilla drafts nothing: no tree to verify.", "普通解码不起草：没有要验证的树。"),
     "fig.p": ("p  target", "p  目标模型"),
     "fig.q": ("q  draft (EAGLE head)", "q  草稿（EAGLE 头）"),
     "fig.after": ("after {t}", "接在 {t} 之后"),

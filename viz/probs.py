@@ -24,8 +24,10 @@ def tested_nodes(cycle: CycleRecord):
     return [n for n in cycle.nodes[1:] if n.p is not None]
 
 
-def probs_figure(cycle: CycleRecord, lang: str = "en") -> go.Figure:
+def probs_figure(cycle: CycleRecord, lang: str = "en", vanilla: bool = False) -> go.Figure:
     nodes = tested_nodes(cycle)
+    if vanilla and not nodes:  # a vanilla run: no p/q to compare, only the target's one token
+        return empty_figure(T("fig.vanilla_none", lang))
     if not nodes and cycle.bonus_p is None:
         return empty_figure(T("fig.no_drafts", lang))
     shown, bonus_shown = cycle_texts(cycle)

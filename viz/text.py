@@ -102,12 +102,15 @@ def _quote(texts, lang: str = "en") -> str:
     return ("、" if lang == "zh" else ", ").join(T("cap.quote", lang, t=md_text(token_label(t, 16))) for t in texts)
 
 
-def cycle_caption(cycle: CycleRecord, total: int | None = None, lang: str = "en") -> str:
-    """One paragraph (Markdown) of what happened in this cycle, in `lang` ("en" or "zh")."""
+def cycle_caption(cycle: CycleRecord, total: int | None = None, lang: str = "en", vanilla: bool = False) -> str:
+    """One paragraph (Markdown) of what happened in this cycle, in `lang` ("en" or "zh"); `vanilla`: the
+    run's method is vanilla (a cycle alone cannot tell it from an EAGLE cycle with one token left)."""
     head = T("cap.head_of", lang, n=cycle.step + 1, total=total) if total else T("cap.head", lang, n=cycle.step + 1)
     n_draft = len(cycle.nodes) - 1
     shown, bonus_shown = cycle_texts(cycle)
     bonus = _quote([bonus_shown], lang)
+    if vanilla and n_draft == 0:
+        return T("cap.vanilla", lang, head=head, ms=cycle.verify_ms, bonus=bonus)
     if n_draft == 0:
         why = T("cap.why_vanilla" if cycle.draft_ms == 0 else "cap.why_last", lang)
         return T("cap.no_drafts", lang, head=head, why=why, ms=cycle.verify_ms, bonus=bonus)
@@ -117,7 +120,8 @@ def cycle_caption(cycle: CycleRecord, total: int | None = None, lang: str = "en"
     unreached = sum(1 for n in cycle.nodes[1:] if n.decision not in (ACCEPTED, REJECTED))
     s = T("cap.drafted", lang, head=head, n=n_draft, s="s" if n_draft > 1 else "", depth=depth,
           draft=cycle.draft_ms, verify=cycle.verify_ms)
-    why = T(f"cap.rule.{cycle.rule}", lang) if cycle.rule in ("greedy", "point_mass", "ratio") else ""
+    one = "1" if len(acc) == 1 else ""  # "it matched" for one accepted draft, "each matched" for more
+    why = T(f"cap.rule{one}.{cycle.rule}", lang) if cycle.rule in ("greedy", "point_mass", "ratio") else ""
     if acc:
         s += T("cap.accepted", lang, quoted=_quote((shown[n.index] for n in acc), lang), why=why)
     elif cycle.rule == "greedy":

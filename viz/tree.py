@@ -15,7 +15,7 @@ from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord
 from eagle_core.tree import ancestor_mask
 
 from .i18n import T
-from .style import (BLUE, BONUS, DECISION_STYLE, LEGEND_ROOM, base_layout, cycle_texts, fmt_p, plot_text,
+from .style import (BLUE, BONUS, DECISION_STYLE, LEGEND_ROOM, base_layout, cycle_texts, empty_figure, fmt_p, plot_text,
                     token_label)
 
 BONUS_KEY = "bonus"  # the graph key of the bonus node (draft nodes are keyed by their index)
@@ -146,8 +146,10 @@ def _segments(pos, edges):
 MASK_MARGIN_L = 20  # px, the least left margin (automargin widens it to fit the row labels)
 
 
-def mask_figure(cycle: CycleRecord, lang: str = "en") -> go.Figure:
+def mask_figure(cycle: CycleRecord, lang: str = "en", vanilla: bool = False) -> go.Figure:
     """The (n x n) tree-attention mask of the verification forward, root included."""
+    if vanilla and len(cycle.nodes) <= 1:  # a vanilla run: one square would say nothing
+        return empty_figure(T("fig.vanilla_none", lang), 260)
     parents = [n.parent for n in cycle.nodes]
     m = ancestor_mask(parents).int().tolist()
     on_path = set(cycle.accepted)

@@ -178,11 +178,27 @@ def _generate(prompt, values, compare, flag, sid, lang="en"):
     if flag.is_set():
         how = {k: ("how.you", {}) for k in ("eagle", "vanilla")}
         gr.Info(APP("status.stopped_kept", lang))
-    state["note"] = ("note.timed", {"how": "note.live" if UI_INTERVAL_S > 0 else "note.quiet",
-                                    "device": device_note(engine.target.device, worker.threads)})
+    for kind in ("eagle", "vanilla"):  # this machine's measured rates, for the next "about N s"
+        run = state[kind]
+        if run is not None and run.summary.stop_reason != "stopped":
+            LINE.note_run(kind, run.summary.new_tokens, run.summary.wall_s)
+    state["note"] = timed_note(state, len(worker.plan()), UI_INTERVAL_S > 0,
+                               device_note(engine.target.device, worker.threads))
     state["how"] = how  # so that the status line can be drawn again in the other language
     yield outputs(**all_views(state, lang), state=state, status=done_status(state, how, lang),
                   download=save_trace(state, sid), examples=None)
+
+
+def timed_note(state: dict, planned: int, live: bool, device: tuple) -> tuple:
+    """The cards' note (an APP key and its fields) for what actually ran: both runs, one run alone (vanilla
+    only, or no comparison asked for), or EAGLE only because vanilla never started (a Stop, a limit)."""
+    ran = [k for k in ("eagle", "vanilla") if state[k] is not None]
+    if len(ran) == 2:
+        return ("note.timed", {"how": "note.live" if live else "note.quiet", "device": device})
+    fields = {"how": "note.live_one" if live else "note.quiet_one", "device": device}
+    if planned > 1:  # vanilla was to follow EAGLE but did not run
+        return ("note.timed_unrun", fields)
+    return ("note.timed_one", {**fields, "name": ("label.vanilla", {}) if ran == ["vanilla"] else "EAGLE"})
 
 
 def device_note(device, threads: int = 0) -> tuple:
@@ -204,7 +220,8 @@ def starting_line(settings, n_runs: int, lang: str = "en") -> str:
                else "status.what_eagle", lang)
     each, done = (APP("status.each", lang), APP("status.both_done", lang)) if n_runs > 1 else \
         ("", APP("status.it_done", lang))
-    guess = min(settings.max_new_tokens * n_runs / max(LINE.rate, 0.1), RUN_BUDGET_S * n_runs)
+    kinds = ["vanilla"] if settings.method == "vanilla" else ["eagle", "vanilla"][:n_runs]
+    guess = SETTLE_S + sum(min(LINE.run_s(kind, settings.max_new_tokens), RUN_BUDGET_S) for kind in kinds)
     return APP("status.timing", lang, what=what, n=settings.max_new_tokens, each=each, guess=guess, done=done)
 
 

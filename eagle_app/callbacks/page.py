@@ -12,6 +12,7 @@ from viz.languages import language_figure, language_table, load_language_rows
 from viz.learn import learn_blocks
 
 from ..i18n import APP, lang_of, text
+from ..settings import BY_NAME
 from ..traces import load_example, replay_status
 from ..views import OUT, SUMMARY, VIEW, cycle_views, done_status, outputs, summary_views
 
@@ -70,6 +71,26 @@ def status_again(state: dict, lang: str):
     if "how" in state or (state.get("note") or ("",))[0] == "status.step_note":
         return done_status(state, state.get("how"), lang)
     return replay_status(state, lang)
+
+
+def compare_box(method):
+    """The "also decode with vanilla" box: greyed out while the method is vanilla (there is nothing to compare)."""
+    return gr.Checkbox(interactive=method != "vanilla")
+
+
+def clamp_note(name: str, value, lang: str = "en"):
+    """A setting's slider was given a number past its range (typed: the browser then clamps it silently): say so.
+    A number inside the range clears the note; the maximum itself leaves it (the clamp's own result)."""
+    f = BY_NAME[name]
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return gr.skip()
+    if f.maximum is not None and v > f.maximum:
+        return APP("note.clamped", lang, what=text(f.label, lang), v=f"{v:g}", edge=f"{f.maximum:g}")
+    if f.minimum is not None and v < f.minimum:
+        return APP("note.clamped_min", lang, what=text(f.label, lang), v=f"{v:g}", edge=f"{f.minimum:g}")
+    return gr.skip() if v in (f.maximum, f.minimum) else ""
 
 
 def apply_preset(name):

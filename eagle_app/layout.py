@@ -31,7 +31,7 @@ CSS = """
 #eg-caption{font-size:17px;line-height:1.55;background:#f6f8fb;border-left:5px solid #0072B2;padding:10px 14px;border-radius:6px}
 #eg-status{font-size:16px}
 .eg-learn p,.eg-learn li{font-size:17px;line-height:1.6}
-.eg-learn table{display:block;overflow-x:auto;max-width:100%}
+.eg-learn table,.prose table{display:block;overflow-x:auto;max-width:100%}
 .eg-learn th,.eg-learn td{white-space:normal;overflow-wrap:break-word}
 #eg-model .eg-more{text-decoration:underline dotted;cursor:help;color:#555}
 """

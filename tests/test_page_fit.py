@@ -157,5 +157,11 @@ def test_page_fits_400_1280_1920():
                 sizes = page.evaluate("() => [...document.querySelectorAll('.eg-learn table')].map("
                                       "t => [t.scrollWidth, t.clientWidth])")
                 assert sizes and all(s <= c + 1 for s, c in sizes), (w, sizes)
+            page.get_by_text("Why tree size depends on the hardware").click()  # its tables of numbers
+            page.set_viewport_size({"width": 400, "height": 1000})
+            page.wait_for_timeout(1500)
+            rights = page.evaluate("() => [...document.querySelectorAll('.prose table')].filter(t => t.offsetParent)"
+                                   ".map(t => t.getBoundingClientRect().right)")
+            assert len(rights) >= 3 and max(rights) <= 400, rights  # in the screen; wider ones scroll inside
         finally:
             ctx.close()

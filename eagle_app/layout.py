@@ -26,13 +26,13 @@ TITLE = ("# EAGLE speculative decoding, step by step\nA small head drafts a **tr
          "plus one **bonus** token of its own. In float32, the same output as ordinary decoding in fewer passes "
          "(half precision may part where two tokens nearly tie).")
 CSS = """
-.gradio-container{max-width:1500px !important}
+.gradio-container{max-width:min(100%,2200px) !important}
 #eg-title h1{font-size:2.1em;margin-bottom:0}
 #eg-caption{font-size:17px;line-height:1.55;background:#f6f8fb;border-left:5px solid #0072B2;padding:10px 14px;border-radius:6px}
 #eg-status{font-size:16px}
 .eg-learn p,.eg-learn li{font-size:17px;line-height:1.6}
-.eg-learn table{display:block;overflow-x:auto;max-width:100%}
-.eg-learn th,.eg-learn td{white-space:nowrap}
+.eg-learn table,.prose table{display:block;overflow-x:auto;max-width:100%}
+.eg-learn th,.eg-learn td{white-space:normal;overflow-wrap:break-word}
 #eg-model .eg-more{text-decoration:underline dotted;cursor:help;color:#555}
 """
 THEME = gr.themes.Soft(primary_hue="blue", neutral_hue="slate", font=[gr.themes.Font(f) for f in ("system-ui", "Segoe UI", "Roboto", "sans-serif")],

@@ -40,7 +40,7 @@ TEXT = Strings({
     "title": ("Predicted speedup vs tree size · best here: {best_here} · GPU illustration: {best_gpu}",
               "预测加速比与草稿树大小 · 本机最佳：{best_here} · GPU 示意：{best_gpu}"),
     "x": ("tree size (tokens the target verifies in one pass, log scale)", "树的大小（目标模型一次验证的词元数，对数刻度）"),
-    "y": ("predicted speedup over vanilla (×)", "相对普通解码的预测加速比（×）"),
+    "y": ("speedup over vanilla (×)", "相对普通解码的加速比（×）"),  # the title says "predicted"; a longer one ran into it
     "here": ("measured here: {device}, t(k) and head steps timed on this machine",
              "本机实测：{device}，t(k) 与草稿步均在本机计时"),
     "gpu": ("GPU (illustration, not measured): a forward of up to 64 tokens costs t(1), a head step {share:.3f} t(1)",
@@ -102,7 +102,7 @@ def _curve(fig, rows, name, color, symbol, dash, hover):
 def _best(fig, row, name, color, where):
     fig.add_trace(go.Scatter(x=[row["nodes"]], y=[row["speedup"]], name=name, mode="markers+text",
                              marker=dict(symbol="star", size=22, color=color, line=dict(color=INK, width=1.5)),
-                             text=[row["tree"]], textposition=where, hoverinfo="skip"))
+                             text=[row["tree"]], textposition=where, hoverinfo="skip", cliponaxis=False))
 
 
 def hardware_figure(result: dict | None, device: str = "cpu", lang: str = "en") -> go.Figure:
@@ -128,9 +128,10 @@ def hardware_figure(result: dict | None, device: str = "cpu", lang: str = "en") 
     fig.add_trace(go.Scatter(x=[min(xs), max(xs)], y=[1, 1], name=T["vanilla"], mode="lines",
                              line=dict(color=GREY, width=2, dash="dot"), hoverinfo="skip"))
     base_layout(fig, T["title"].format(best_here=result["best_here"]["tree"], best_gpu=result["best_gpu"]["tree"]),
-                height=480)
+                height=540)
+    top = max(r["speedup"] for r in here + gpu + [PUBLISHED])
     fig.update_xaxes(title=T["x"], type="log", tickvals=xs, gridcolor="#eee")
-    fig.update_yaxes(title=T["y"], gridcolor="#eee", rangemode="tozero")
+    fig.update_yaxes(title=T["y"], gridcolor="#eee", range=[0, top * 1.15])  # headroom for the top star's label
     return fig
 
 

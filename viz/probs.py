@@ -16,6 +16,9 @@ from .i18n import T
 from .style import (BLUE, BONUS, GREEN, INK, LEGEND_ROOM, SKY, VERMILLION, base_layout, cycle_texts, empty_figure, fmt_p, plot_text,
                     token_label)
 
+PROBS_FEW = 6  # up to this many bars, two-line ticks ("after …" under the token)
+PROBS_MANY_LABEL = 8  # characters of a tick with more bars
+PROBS_MAX_TICKS = 16  # labelled ticks at most: turned 90 degrees, 16 fit a 400 px screen's chart
 RULES = ("greedy", "point_mass", "ratio")  # their titles: viz/i18n.py, fig.rule.*
 
 
@@ -35,8 +38,11 @@ def probs_figure(cycle: CycleRecord, lang: str = "en", vanilla: bool = False) ->
     # One category per drafted node, labelled by tick text: two drafts with the same label (the
     # same token after the same parent text) shared one category, so one bar hid the other.
     xs = [f"node {n.index}" for n in nodes]
-    labels = [f"{m[0]} {plot_text(token_label(shown[n.index], 10))}<br><sup>"
-              f"{T('fig.after', lang, t=plot_text(token_label(shown[n.parent], 8)))}</sup>" for n, m in zip(nodes, marks)]
+    many = len(nodes) + (cycle.bonus_p is not None) > PROBS_FEW
+    # many drafts: one short line a tick (the parent is in the tree and the hover), so they can turn
+    limit = PROBS_MANY_LABEL if many else 10
+    labels = [f"{m[0]} {plot_text(token_label(shown[n.index], limit))}" + ("" if many else "<br><sup>"
+              f"{T('fig.after', lang, t=plot_text(token_label(shown[n.parent], 8)))}</sup>") for n, m in zip(nodes, marks)]
     fig = go.Figure()
     # value labels over the bars only while there is room for them (a few nodes); with more, they
     # ran into each other, and the hover still gives every value
@@ -54,7 +60,8 @@ def probs_figure(cycle: CycleRecord, lang: str = "en", vanilla: bool = False) ->
                              hoverinfo="text"))
     if cycle.bonus_p is not None:
         bx = "bonus"
-        xs, labels = xs + [bx], labels + [f"★ {plot_text(token_label(bonus_shown, 10))}<br><sup>{T('fig.bonus_tick', lang)}</sup>"]
+        xs, labels = xs + [bx], labels + [f"★ {plot_text(token_label(bonus_shown, limit))}"
+                                          + ("" if many else f"<br><sup>{T('fig.bonus_tick', lang)}</sup>")]
         fig.add_trace(go.Bar(x=[bx], y=[cycle.bonus_p], name=T("fig.p_bonus", lang), text=[fmt_p(cycle.bonus_p)],
                              textposition="outside", cliponaxis=False,
                              marker=dict(color=BONUS, pattern=dict(shape=".", fgcolor="white", size=6)),
@@ -78,8 +85,10 @@ def probs_figure(cycle: CycleRecord, lang: str = "en", vanilla: bool = False) ->
     base_layout(fig, T("fig.probs", lang, n=cycle.step + 1, rule=rule), height=430,
                 barmode="group", bargap=0.25)
     fig.update_yaxes(range=[0, 1.12], title=T("fig.probability", lang), gridcolor="#eee", tickformat=".1f")
-    fig.update_xaxes(type="category", tickfont=dict(size=14), tickmode="array", tickvals=xs, ticktext=labels)
-    fig.update_layout(margin=dict(l=60, r=20, t=90, b=60 + LEGEND_ROOM), uniformtext=dict(minsize=11, mode="hide"))
-    if len(xs) > 14:
-        fig.update_xaxes(tickangle=-45)
+    step = -(-len(xs) // PROBS_MAX_TICKS)  # past PROBS_MAX_TICKS bars, every step-th is labelled (the hover names all)
+    keep = {i for i in range(0, len(xs), step) if len(xs) - 1 - i >= step} | {len(xs) - 1}  # the bonus always
+    fig.update_xaxes(type="category", tickfont=dict(size=12 if many else 14), tickmode="array",
+                     tickvals=[x for i, x in enumerate(xs) if i in keep], ticktext=[t for i, t in enumerate(labels) if i in keep],
+                     autotickangles=[0, 90], automargin=True)  # turn only when they would overlap
+    fig.update_layout(margin_l=60, margin_b=60 + LEGEND_ROOM, uniformtext=dict(minsize=11, mode="hide"))
     return fig

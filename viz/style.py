@@ -157,6 +157,11 @@ def wrap_title(title: str, width: int = TITLE_CHARS) -> str:
 LEGEND_ROOM = 100  # px under the plot for a legend: up to four rows when a narrow screen wraps it
 
 
+def title_room(title: str) -> int:
+    """px above the plot for a wrapped title: a third line ran into the plot (and its axis title)."""
+    return max(90, 42 + 24 * wrap_title(title).count("<br>") + 24) if title else 30
+
+
 def base_layout(fig: go.Figure, title: str, height: int = 420, **kw) -> go.Figure:
     """Apply the common layout: white background, large fonts, the title (wrapped) on top and the
     legend at the bottom. (A legend on top grew upwards into the title when it wrapped.) Call it
@@ -167,7 +172,7 @@ def base_layout(fig: go.Figure, title: str, height: int = 420, **kw) -> go.Figur
         title=dict(text=wrap_title(title), x=0.01, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=30),
                    font=dict(size=19)),  # pad: with less, plotly puts a two-line title partly above the figure
         font=FONT, height=height + room, plot_bgcolor="white", paper_bgcolor="white",
-        margin=dict(l=20, r=20, t=90 if title else 30, b=30 + room),
+        margin=dict(l=20, r=20, t=title_room(title), b=30 + room),
         legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom", x=0.0, xanchor="left",
                     font=dict(size=14)),
         hoverlabel=dict(font=dict(size=15, family=FONT["family"])),

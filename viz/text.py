@@ -33,7 +33,8 @@ CSS = """<style>
 .eg-card small{font-size:14px;color:#555}
 .eg-note{font-family:system-ui,sans-serif;font-size:15px;color:#444;margin:8px 2px 0}
 .eg-lost{border-left:4px solid #D55E00;padding-left:8px;color:#1f2430}
-.eg-replay{display:grid;grid-template-columns:1fr 1fr;gap:14px}
+.eg-replay{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:14px}
+.eg-replay .eg-text{word-break:normal;overflow-wrap:anywhere}
 .eg-replay h4{margin:0 0 6px;font-family:system-ui,sans-serif;font-size:17px;color:#1f2430}
 .eg-bar{height:8px;background:#e8eaef;border-radius:4px;overflow:hidden;margin-bottom:6px}
 .eg-bar div{height:100%;width:0;background:#0072B2;animation-name:eg-grow;animation-timing-function:linear;animation-fill-mode:forwards}

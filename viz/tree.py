@@ -18,6 +18,11 @@ from .i18n import T
 from .style import (BLUE, BONUS, DECISION_STYLE, LEGEND_ROOM, base_layout, cycle_texts, empty_figure, fmt_p, plot_text,
                     token_label)
 
+TREE_DENSE_ROWS = 16  # more leaf rows than this: the dense style below
+TREE_DENSE_ROW_PX = 32  # px a leaf row in a dense tree: a 12 px label over an 11 px marker, and a gap
+TREE_DENSE_LABEL = 7  # characters of a label in a dense tree (the hover has the whole token)
+TREE_TOP_ROOM = 1.0  # rows above the top node: room for its label and a star marker
+TREE_MAX_HEIGHT = 2400  # px; a 60-node tree has at most 60 leaf rows: 32 px each fit
 BONUS_KEY = "bonus"  # the graph key of the bonus node (draft nodes are keyed by their index)
 
 
@@ -105,6 +110,12 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
         xs, ys = _segments(pos, bonus_edges)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=BONUS, width=4, dash="longdash"),
                                  hoverinfo="skip", showlegend=False))
+    n_rows = 1 + max((-y for _, y in pos.values()), default=0)
+    # a wide tree (the published 60-node one has ~35 leaves) gets smaller labels and markers, cut at
+    # TREE_DENSE_LABEL characters, and keeps TREE_DENSE_ROW_PX a row so labels do not overlap
+    dense = n_rows > TREE_DENSE_ROWS
+    font, shrink, limit = (12, 4, TREE_DENSE_LABEL) if dense else (14, 0, 12)
+    row_px = TREE_DENSE_ROW_PX if dense else 44
     groups = [("root", None, BLUE, "square", T("fig.root", lang))]
     groups += [("draft", d, c, sym, T(f"fig.{d}", lang)) for d, (c, sym, _, _, _) in DECISION_STYLE.items()]
     groups.append(("bonus", None, BONUS, "star", T("fig.bonus", lang)))
@@ -115,23 +126,23 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
         big = kind in ("root", "bonus")
         fig.add_trace(go.Scatter(
             x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text", name=name,
-            text=[plot_text(g.nodes[n]["label"]) for n in nodes], textposition="top center",
-            textfont=dict(size=16 if big or decision == ACCEPTED else 14,
+            text=[plot_text(token_label(g.nodes[n]["label"], limit)) for n in nodes], textposition="top center",
+            textfont=dict(size=font + (2 if big or decision == ACCEPTED else 0),
                           color="#1f2430" if decision != NOT_REACHED else "#777"),
-            marker=dict(symbol=symbol, size=22 if big else 15, color=colour,
+            cliponaxis=False,  # the top row's marker and label were cut at the plot's edge
+            marker=dict(symbol=symbol, size=(22 if big else 15) - shrink, color=colour,
                         line=dict(width=2 if symbol != "x" else 0, color="white" if symbol != "circle-open" else colour)),
             hovertext=[_hover(g.nodes[n], lang) for n in nodes], hoverinfo="text",
         ))
-    n_rows = 1 + max((-y for _, y in pos.values()), default=0)
     max_depth = max((x for x, _ in pos.values()), default=1)
     acc = len(cycle.accepted) - 1
     title = title or T("fig.tree", lang, n=cycle.step + 1, d=len(cycle.nodes) - 1, a=acc, k=acc + 1,
                        s="s" if acc else "")
-    base_layout(fig, title, height=int(min(1000, max(340, 44 * n_rows + 190))))
-    fig.update_layout(margin=dict(l=20, r=20, t=80, b=50 + LEGEND_ROOM))  # room for the axis title and the legend
+    base_layout(fig, title, height=int(min(TREE_MAX_HEIGHT, max(340, row_px * (n_rows + TREE_TOP_ROOM) + 160))))
+    fig.update_layout(margin_r=30, margin_b=50 + LEGEND_ROOM)  # room for the axis title and the legend
     fig.update_xaxes(range=[-0.5, max_depth + 0.5], dtick=1, title=T("fig.tree_x", lang),
                      showgrid=True, gridcolor="#eee", zeroline=False, title_font=dict(size=15))
-    fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5, 0.8])
+    fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5, TREE_TOP_ROOM])
     return fig
 
 

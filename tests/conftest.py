@@ -119,7 +119,8 @@ SLOW_FILES = {"test_browser.py", "test_lesson_browser.py", "test_clone.py", "tes
 SLOW_TESTS = ("test_bench.py::test_journal_resumes_and_reports", "test_bench.py::test_json_shape",
               "test_gpu_check.py::test_gpu_check_short_runs_end_to_end", "test_portable.py::test_cli_runs_the_default",
               "test_portable.py::test_half_precision_parts_only", "test_gpu_app.py::test_the_page_opens_with_the_gpu",
-              "test_space.py::test_the_assembled_space_builds", "test_hardware.py::test_the_panel_runs_on_the_default")
+              "test_space.py::test_the_assembled_space_builds", "test_hardware.py::test_the_panel_runs_on_the_default",
+              "test_page_fit.py::test_page_fits")
 
 
 def pytest_configure(config):

@@ -32,7 +32,8 @@ CSS = """
 #eg-status{font-size:16px}
 .eg-learn p,.eg-learn li{font-size:17px;line-height:1.6}
 .eg-learn table,.prose table{display:block;overflow-x:auto;max-width:100%}
-.eg-learn th,.eg-learn td{white-space:normal;overflow-wrap:break-word}
+.eg-learn th{white-space:nowrap}
+.eg-learn td{white-space:normal;min-width:4em}
 #eg-model .eg-more{text-decoration:underline dotted;cursor:help;color:#555}
 """
 THEME = gr.themes.Soft(primary_hue="blue", neutral_hue="slate", font=[gr.themes.Font(f) for f in ("system-ui", "Segoe UI", "Roboto", "sans-serif")],

@@ -21,13 +21,12 @@ import torch
 
 from .clock import clock
 from .kernels.compact import move_rows
-from .kernels.rows import row_stats
 from .config import DecodeSettings
 from .draft import Drafter
 from .draft3 import Eagle3Drafter
 from .trace import ACCEPTED, CycleRecord, DraftNode, Run, RunSummary, tau
 from .tree import DraftTree, tree_attention_mask, tree_positions
-from .verify import Verdict, logits_to_probs, sample, verify_greedy, verify_point_mass, verify_ratio
+from .verify import Verdict, accept, logits_to_probs, sample
 
 HEAD_SCRATCH = 1024  # head-cache room for one cycle's tree nodes beyond the committed context
 
@@ -148,7 +147,6 @@ class Generation:
         dev, limit = tgt.device, tgt.context_limit
         gen = torch.Generator().manual_seed(s.seed)
         eos = set(tgt.eos_ids)
-        rule = "greedy" if s.greedy else ("ratio" if s.method == "chain" else "point_mass")
         # The clock (eagle_core.clock: device work finished first) runs only over the algorithm:
         # prefill, then per cycle draft -> verify -> accept -> update. Node labels, the cycle's
         # text and its record are made between timed segments, and `timed` adds the segments up.
@@ -191,7 +189,7 @@ class Generation:
             pos = tree_positions(tree.parents, L).to(dev)[None]
             feats, head_feats = self._forward(torch.tensor([tree.tokens], device=dev), cache, pos, mask, layers)
             # 3. accept: the longest path the target agrees with, then its bonus token
-            verdict = self._accept(tree, feats, gen)
+            verdict, rule = self._accept(tree, feats, gen)
             # 4. update: keep only the accepted path in the target's KV cache
             compact_cache(cache, L, list(verdict.accepted))
             new = [tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus_token]
@@ -242,28 +240,11 @@ class Generation:
             return int(logits.argmax())
         return sample(logits_to_probs(logits, s.temperature, s.top_p, s.top_k), gen)
 
-    def _accept(self, tree: DraftTree, feats: torch.Tensor, gen) -> Verdict:
-        """3. accept. On a CPU the LM head is bound by reading its weights (113 MB for SmolLM2),
-        so one product over every node costs about what one row costs: do it once per cycle. What
-        the walk needs goes to the host in ONE transfer per cycle (on a GPU each transfer waits for
-        the device): greedy, each node's argmax and the p of each drafted token and of each argmax;
-        sampling, every node's processed distribution."""
-        s, tgt = self.s, self.engine.target
-        rows = tgt.logits(feats)  # (n, V) float32
-        if not s.greedy:
-            probs = logits_to_probs(rows, s.temperature, s.top_p, s.top_k).cpu()
-            if tree.q_dists is not None:
-                return verify_ratio(tree.tokens, tree.parents, lambda i: probs[i], tree.q_dists, gen)
-            return verify_point_mass(tree.tokens, tree.parents, lambda i: probs[i], gen)
-        dev = rows.device
-        parent = torch.tensor([max(p, 0) for p in tree.parents], device=dev)
-        stats = row_stats(rows)  # max, argmax and logsumexp per row in one CPU kernel call (kernels/rows.c)
-        top_v, top_i, lse = stats if stats is not None else (*rows.max(-1), torch.logsumexp(rows, -1))
-        p_draft = (rows[parent, torch.tensor(tree.tokens, device=dev)] - lse[parent]).exp()
-        top, p_token, p_top = torch.stack([top_i.double(), p_draft.double(), (top_v - lse).exp().double()]).tolist()
-        p_of = {(tree.parents[i], tree.tokens[i]): p_token[i] for i in range(1, len(tree))}
-        p_of.update({(i, int(top[i])): p_top[i] for i in range(len(tree))})
-        return verify_greedy(tree.tokens, tree.parents, lambda i: int(top[i]), lambda i, tok: p_of[(i, tok)])
+    def _accept(self, tree: DraftTree, feats: torch.Tensor, gen) -> tuple[Verdict, str]:
+        """3. accept: the target's LM head over every node, once per cycle (on a CPU it is bound by
+        reading its weights, so one product over all nodes costs about one row), then verify.accept,
+        where the rule is chosen and applied. -> (the verdict, its rule)."""
+        return accept(tree, self.engine.target.logits(feats), self.s, gen)
 
     def _record(self, step, L, tree, v: Verdict, committed, text, draft_dt, verify_dt, rule) -> CycleRecord:
         tt = self.engine.target.token_text

@@ -27,6 +27,7 @@ from typing import Callable
 
 import torch
 
+from .kernels.rows import row_stats
 from .trace import ACCEPTED, NOT_REACHED, REJECTED
 from .tree import children_lists as _children
 
@@ -180,3 +181,32 @@ def verify_ratio(tokens, parents, dist: DistFn, q_dists, generator: torch.Genera
         return Verdict(tuple(accepted), bonus, _finish(decisions), tuple(p),
                        tuple(u), tuple(p_test), float(pd[bonus]))
 
+
+def rule_for(s) -> str:
+    """The rule of a run's cycles, chosen here and nowhere else: greedy at temperature 0; ratio for a
+    sampled chain (its drafts are sampled from q); point_mass for sampling with deterministic top-k
+    drafts (EAGLE-1/2/3's trees) and for vanilla's root alone."""
+    return "greedy" if s.greedy else ("ratio" if s.method == "chain" else "point_mass")
+
+
+def accept(tree, rows: torch.Tensor, s, gen) -> tuple[Verdict, str]:
+    """A cycle's acceptance: the target's logits at every node of `tree` (rows (n, V), node order), the
+    decode settings `s` and the sampling generator -> (the verdict, its rule). What the walk needs goes
+    to the host in ONE transfer (on a GPU each transfer waits for the device): greedy, each node's
+    argmax and the p of each drafted token and of each argmax; sampling, every node's processed p."""
+    rule = rule_for(s)
+    if rule != "greedy":
+        probs = logits_to_probs(rows, s.temperature, s.top_p, s.top_k).cpu()
+        if rule == "ratio" and tree.q_dists is not None:  # a chain cut to its root has no q: the ratio
+            # rule with nothing to test is the bonus draw from p, which the point-mass walk makes
+            return verify_ratio(tree.tokens, tree.parents, lambda i: probs[i], tree.q_dists, gen), rule
+        return verify_point_mass(tree.tokens, tree.parents, lambda i: probs[i], gen), rule
+    dev = rows.device
+    parent = torch.tensor([max(p, 0) for p in tree.parents], device=dev)
+    stats = row_stats(rows)  # max, argmax and logsumexp per row in one CPU kernel call (kernels/rows.c)
+    top_v, top_i, lse = stats if stats is not None else (*rows.max(-1), torch.logsumexp(rows, -1))
+    p_draft = (rows[parent, torch.tensor(tree.tokens, device=dev)] - lse[parent]).exp()
+    top, p_token, p_top = torch.stack([top_i.double(), p_draft.double(), (top_v - lse).exp().double()]).tolist()
+    p_of = {(tree.parents[i], tree.tokens[i]): p_token[i] for i in range(1, len(tree))}
+    p_of.update({(i, int(top[i])): p_top[i] for i in range(len(tree))})
+    return verify_greedy(tree.tokens, tree.parents, lambda i: int(top[i]), lambda i, tok: p_of[(i, tok)]), rule

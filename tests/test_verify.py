@@ -199,3 +199,26 @@ def test_ratio_statistical():
         x = int(torch.multinomial(q, 1, generator=g))
         naive[x if p[x] > q[x] else int(torch.multinomial(p, 1, generator=g))] += 1
     assert _tv(naive, p) > 0.025  # its exact TV distance from p is 0.04
+
+
+def test_accept_decides_a_hand_built_tree_in_one_place():
+    """verify.accept, the one place a cycle's acceptance is decided: root 0 with children 1 (token 3) and
+    2 (token 4), node 1 with child 3 (token 2). The target's argmax: 3 at the root, 2 at node 1, 4 at
+    node 3; so greedy accepts 0 -> 1 -> 3, rejects node 2, and the bonus is 4, with p read off the logits."""
+    from types import SimpleNamespace
+
+    from eagle_core.tree import DraftTree
+    from eagle_core.verify import accept, rule_for
+
+    tree = DraftTree(tokens=(1, 3, 4, 2), parents=(-1, 0, 0, 1), q=(1.0, 0.6, 0.3, 0.5), scores=(0.0, -0.5, -1.2, -1.2))
+    rows = torch.full((4, 6), -4.0)
+    rows[0, 3], rows[1, 2], rows[3, 4], rows[2, 5] = 3.0, 2.0, 5.0, 1.0
+    greedy = SimpleNamespace(greedy=True, method="eagle2", temperature=0.0, top_p=1.0, top_k=0)
+    v, rule = accept(tree, rows, greedy, torch.Generator().manual_seed(0))
+    assert rule == "greedy" and v.accepted == (0, 1, 3) and v.bonus_token == 4
+    assert v.decisions[2] == REJECTED
+    assert v.p[1] == pytest.approx(torch.softmax(rows[0], -1)[3].item())
+    sampled = SimpleNamespace(greedy=False, method="chain", temperature=1.0, top_p=1.0, top_k=0)
+    assert rule_for(sampled) == "ratio" and rule_for(SimpleNamespace(greedy=False, method="eagle1")) == "point_mass"
+    v2, rule2 = accept(tree, rows, SimpleNamespace(**{**vars(sampled), "method": "eagle2"}), torch.Generator().manual_seed(0))
+    assert rule2 == "point_mass" and v2.accepted[0] == 0

@@ -23,6 +23,27 @@ EXAMPLE_RUNS = (  # (file name, title, example label, settings)
 )
 
 
+def start_engine():
+    """The app's engine (the default model and heads, or EAGLE_APP_MODEL / EAGLE_APP_HEAD), loaded."""
+    holder = model_from_env().start()
+    holder.ready.wait()
+    if holder.engine is None:
+        raise SystemExit(holder.error)
+    return holder.engine
+
+
+def decode_runs(engine, prompt: str, settings: DecodeSettings, compare: bool = True) -> dict:
+    """{"eagle": Run, "vanilla": Run} as the app records them (through its Worker: byte tokens readable)."""
+    w = Worker(engine, prompt, settings, compare=compare).start()
+    w.wait()
+    runs = {}
+    while not w.events.empty():
+        what, kind, payload = w.events.get()
+        if what == "done":
+            runs[kind] = payload
+    return runs
+
+
 def make_example_traces(out_dir: str | None = None) -> None:
     """Regenerate assets/traces/ (run again once a trained head ships in assets/)."""
     from viz.examples import TRACE_DIR, example_prompts
@@ -30,20 +51,11 @@ def make_example_traces(out_dir: str | None = None) -> None:
 
     out_dir = out_dir or TRACE_DIR
     os.makedirs(out_dir, exist_ok=True)
-    holder = model_from_env().start()
-    holder.ready.wait()
-    if holder.engine is None:
-        raise SystemExit(holder.error)
+    engine = start_engine()
     prompts = dict(example_prompts())
     for name, title, label, kw in EXAMPLE_RUNS:
-        w = Worker(holder.engine, prompts[label], DecodeSettings(**kw)).start()
-        w.wait()
-        runs = {}
-        while not w.events.empty():
-            what, kind, payload = w.events.get()
-            if what == "done":
-                runs[kind] = payload
-        head = holder.engine.head_name
+        runs = decode_runs(engine, prompts[label], DecodeSettings(**kw))
+        head = engine.head_name
         with open(os.path.join(out_dir, name), "w", encoding="utf-8") as f:
             f.write(bundle_to_json(runs.get("eagle"), runs.get("vanilla"), title=f"{title} · head: {head}"))
         print(name, {k: round(r.summary.tau, 2) for k, r in runs.items()})

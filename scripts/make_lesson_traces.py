@@ -14,21 +14,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from eagle_app.lesson_plan import LESSON_DIR, SEEDS, STEPS, chinese_tokens  # noqa: E402
-from eagle_app.model import model_from_env  # noqa: E402
-from eagle_app.worker import Worker  # noqa: E402
 from eagle_core import DecodeSettings  # noqa: E402
-
-
-def decode(engine, prompt: str, settings: DecodeSettings, compare: bool) -> dict:
-    """{"eagle": Run, "vanilla": Run} as the app records them (byte tokens made readable)."""
-    w = Worker(engine, prompt, settings, compare=compare).start()
-    w.wait()
-    runs = {}
-    while not w.events.empty():
-        what, kind, payload = w.events.get()
-        if what == "done":
-            runs[kind] = payload
-    return runs
+from make_example_traces import decode_runs, start_engine  # noqa: E402  (beside this script)
 
 
 def make_lesson_traces(out_dir: str | None = None) -> list[dict]:
@@ -36,16 +23,12 @@ def make_lesson_traces(out_dir: str | None = None) -> list[dict]:
 
     out_dir = out_dir or LESSON_DIR
     os.makedirs(out_dir, exist_ok=True)
-    holder = model_from_env().start()
-    holder.ready.wait()
-    if holder.engine is None:
-        raise SystemExit(holder.error)
-    engine, manifest = holder.engine, []
+    engine, manifest = start_engine(), []
     for i, step in enumerate(STEPS, start=1):
         seeds = SEEDS if step.settings.get("temperature", 0.0) > 0 else (0,)
         for seed in seeds:
             settings = DecodeSettings(**step.settings, seed=seed)
-            runs = decode(engine, step.prompt, settings, step.vanilla)
+            runs = decode_runs(engine, step.prompt, settings, step.vanilla)
             k = step.rule(runs["eagle"].cycles)
             if k is not None:
                 break

@@ -197,8 +197,8 @@ static const tile_fn TILES512[2][WIDE + 1] = {
 /* AVX-512, more rows than one tile holds (13 and up): the rows are cut into tiles of nearly equal height
  * (<= WIDE) and each tile covers two pairs of panels (32 outputs, 2R accumulators), so even a 7-row tile
  * has 14 independent sums in flight and reads each broadcast of x once for 32 outputs. The k steps run
- * in blocks of KB: the first tile reads a block from memory (and prefetches the next), the other tiles
- * find it in L1, so each weight is streamed once for all rows. A tile's sums are kept between blocks in
+ * in blocks of KB: every tile prefetches its share of the next block while it computes on this one, so
+ * the block is in L1 for all the tiles and each weight is streamed once for all rows. A tile's sums are kept between blocks in
  * `acc` as float32, exactly, so every output is still one accumulator updated by fma in k order from 0:
  * the same bits as the tiles above, for any row count (docs/performance.md, "No cliff past 12 rows"). */
 #define KB 128

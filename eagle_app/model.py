@@ -13,8 +13,8 @@ from concurrent.futures import Future
 import torch
 
 from eagle_core import Engine, load_engine
-from eagle_core.default_head import DEFAULT_HEAD3_DIR, DEFAULT_HEAD_DIR
-from eagle_core.gpu_presence import cached_mismatch
+from eagle_core.drafting.shipped import DEFAULT_HEAD3_DIR, DEFAULT_HEAD_DIR
+from eagle_core.target.gpu_presence import cached_mismatch
 from eagle_core.target import DEFAULT_HUB_ID, DEFAULT_MODEL
 
 from . import zerogpu

@@ -7,7 +7,7 @@ What each config says, and what the engine does with it:
   reads the hidden states ENTERING decoder layers 2, L//2 and L-3 (SafeAILab/EAGLE,
   eagle/model/modeling_llama_kv.py: `if idx==len(self.layers)-3 or idx==len(self.layers)//2 or
   idx==2: all_hidden_states += (hidden_states,)` before the layer runs) - the "inputs" convention,
-  the engine's default (eagle_core/head3.py).
+  the engine's default (eagle_core/drafting/head3.py).
 - draft vocabulary: `draft_vocab_size` with `d2t`/`t2d` in the weights, or the full vocabulary.
 - `norm_before_residual`: absent means False in the official code and vLLM.
 - `hidden_act`: silu for all three (anything else is refused by name).
@@ -109,7 +109,7 @@ def picker_shown(env=os.environ) -> bool:
 
 def missing_packages(pair: Pair) -> list[str]:
     """The optional packages the pair needs and this Python lacks (said before anything downloads)."""
-    from eagle_core.target import SENTENCEPIECE_PACKAGES, missing_packages as absent
+    from eagle_core.target.model import SENTENCEPIECE_PACKAGES, missing_packages as absent
 
     return absent({p: SENTENCEPIECE_PACKAGES.get(p, p) for p in pair.needs})
 

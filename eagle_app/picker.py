@@ -11,7 +11,7 @@ import time
 
 import gradio as gr
 
-from eagle_core.hub import GATED_HINT
+from eagle_core.target.hub import GATED_HINT
 
 from . import pairs
 from .callbacks.decoding import LINE

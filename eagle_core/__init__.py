@@ -10,9 +10,9 @@ head3, head3_name)` takes parts already loaded (load_target, load_default_head, 
 """
 from .config import METHOD_LABELS, METHODS, PRESETS, DecodeSettings, TreeSetting, default_tree, parse_tree, preset
 from .decode import Engine, Generation
-from .default_head import load_default_head, load_default_head3, random_head, random_head3
+from .drafting.shipped import load_default_head, load_default_head3, random_head, random_head3
 from .engine_loading import load_engine
-from .head import EagleHead, HeadConfig, load_head, save_head
+from .drafting.head import EagleHead, HeadConfig, load_head, save_head
 from .target import Target, from_model, load_target
 from .trace import (ACCEPTED, NOT_REACHED, REJECTED, CycleRecord, DraftNode, Run, RunSummary, run_from_dict, run_from_json,
                     run_to_dict, run_to_json)

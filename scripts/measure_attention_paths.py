@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from eagle_core.bench.report import bandwidth_bands, machine_info, save_json  # noqa: E402
-from eagle_core.kernels import build  # noqa: E402
+from eagle_core.cpu.kernels import build  # noqa: E402
 from eagle_core.target import load_target  # noqa: E402
 
 ROWS = (1, 5, 8)

@@ -6,7 +6,7 @@ machine (docs/data/journal/performance-2026-12.md, "Issue 30's cycle bounds").
     python scripts/measure_drafting.py --json-out docs/data/bench/cycle_draft_lean_zen4.json
 
 Variants (--variants, default lean,modules,modules-sdpa):
-  lean          the engine as shipped: the head's lean pass (eagle_core/lean_head.py), each layer
+  lean          the engine as shipped: the head's lean pass (eagle_core/cpu/head_pass.py), each layer
                 one kernels/layer.c call
   lean-torch-ops  the lean pass through its torch operations (EAGLE_C_LAYERS=0, the head's part)
   modules       the head's modules (their attention through the engine's kernel)
@@ -41,10 +41,10 @@ import torch  # noqa: E402
 
 from eagle_core import DecodeSettings, lean_head, load_engine  # noqa: E402
 from eagle_core.bench.report import machine_info  # noqa: E402
-from eagle_core.draft_fused import ENV as FUSED_ENV  # noqa: E402
-from eagle_core.kernels import attention, library, linear_of  # noqa: E402
-from eagle_core.kernels.compact import ENV as COMPACT_ENV  # noqa: E402
-from eagle_core.kernels.rows import ENV as ROW_ENV  # noqa: E402
+from eagle_core.cpu.fused_pass import ENV as FUSED_ENV  # noqa: E402
+from eagle_core.cpu.kernels import attention, library, linear_of  # noqa: E402
+from eagle_core.cpu.kernels.compact import ENV as COMPACT_ENV  # noqa: E402
+from eagle_core.cpu.kernels.rows import ENV as ROW_ENV  # noqa: E402
 
 from eagle_core.bench.prompts import MT_BENCH as PROMPTS  # noqa: E402  (the shipped MT-bench)
 

@@ -23,7 +23,7 @@ from eagle_core import load_engine  # noqa: E402
 from eagle_core.bench.prompts import load_prompts  # noqa: E402
 from eagle_core.bench.report import machine_info, save_json  # noqa: E402
 from eagle_core.config import preset  # noqa: E402
-from eagle_core.draft import Drafter  # noqa: E402
+from eagle_core.drafting.drafter import Drafter  # noqa: E402
 
 from eagle_core.bench.prompts import MT_BENCH as PROMPTS  # noqa: E402  (the shipped MT-bench)
 

@@ -19,7 +19,7 @@ torch.set_num_threads(int(os.environ.get("EAGLE_TEST_THREADS", "1")))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from eagle_core import from_model  # noqa: E402
-from eagle_core.head import EagleHead, HeadConfig  # noqa: E402
+from eagle_core.drafting.head import EagleHead, HeadConfig  # noqa: E402
 
 
 class CharTokenizer:

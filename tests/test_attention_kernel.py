@@ -5,8 +5,8 @@ import itertools
 import pytest
 import torch
 
-from eagle_core import kernels as K
-from eagle_core.kernels.attention import _attend, additive
+from eagle_core.cpu import kernels as K
+from eagle_core.cpu.kernels.attention import _attend, additive
 
 lib = K.library()
 needs_kernels = pytest.mark.skipif(lib is None, reason=f"kernels unavailable: {K.library_error()}")

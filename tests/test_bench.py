@@ -136,7 +136,8 @@ def test_profile_buckets_cover_the_cycle(fused, monkeypatch):
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from eagle_core import DecodeSettings, Engine, from_model, kernels, random_head
+    from eagle_core import DecodeSettings, Engine, from_model, random_head
+    from eagle_core.cpu import kernels
     from eagle_core.bench.cycle_profile import profile_cycles
 
     monkeypatch.setenv("EAGLE_FUSED_DRAFT", fused)
@@ -261,7 +262,7 @@ def test_eagle_by_vanilla_step_hand_worked():
 
 
 def test_kernel_table_shape():
-    from eagle_core import kernels
+    from eagle_core.cpu import kernels
     from eagle_core.bench.kernels import measure, render_markdown
 
     rows = measure(rows=(1, 3), repeats=2, hidden=16, kv=8, mlp=32, vocab=64, layers=2)

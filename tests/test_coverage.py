@@ -7,8 +7,8 @@ import torch
 from conftest import tiny_target
 from eagle_core.bench.coverage import draft_vocab_of, main, outside_shares, vanilla_tokens
 from eagle_core.bench.journal import Sample, sample_to_dict
-from eagle_core.head import write_draft_vocab
-from eagle_core.head3 import Eagle3Config, Eagle3Head, save_head3
+from eagle_core.drafting.head import write_draft_vocab
+from eagle_core.drafting.head3 import Eagle3Config, Eagle3Head, save_head3
 
 
 def _journal(path):

@@ -4,10 +4,10 @@ with them switched off."""
 import pytest
 import torch
 
-from eagle_core import kernels as K
+from eagle_core.cpu import kernels as K
 from eagle_core.decode import compact_cache
-from eagle_core.kernels.compact import ENV as COMPACT_ENV, move_rows
-from eagle_core.kernels.rows import ENV as ROW_ENV, row_topk
+from eagle_core.cpu.kernels.compact import ENV as COMPACT_ENV, move_rows
+from eagle_core.cpu.kernels.rows import ENV as ROW_ENV, row_topk
 
 needs_kernels = pytest.mark.skipif(K.library() is None, reason=f"kernels unavailable: {K.library_error()}")
 
@@ -187,7 +187,7 @@ def test_eagle2_drafts_from_int8_rows_and_the_output_stays_vanilla(monkeypatch):
     (Drafter.DRAFT_ROWS) and every choice decodes exactly what vanilla decodes."""
     from conftest import tiny_head, tiny_target
     from eagle_core import DecodeSettings, Engine
-    from eagle_core.draft import Drafter
+    from eagle_core.drafting.drafter import Drafter
 
     target = tiny_target("llama", seed=0, vocab=40)
     head = tiny_head(target, seed=4)

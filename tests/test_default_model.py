@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from eagle_core import DecodeSettings, Engine, load_default_head
-from eagle_core.default_head import DEFAULT_HEAD_DIR
-from eagle_core.head import load_head
+from eagle_core.drafting.shipped import DEFAULT_HEAD_DIR
+from eagle_core.drafting.head import load_head
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPTS = [

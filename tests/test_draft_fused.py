@@ -1,4 +1,4 @@
-"""A drafting pass as one kernel call (eagle_core.draft_fused): for EAGLE-1/2 the same trees, q
+"""A drafting pass as one kernel call (eagle_core.cpu.fused_pass): for EAGLE-1/2 the same trees, q
 values and scores, bit for bit, as the lean pass's separate calls, for several tree shapes and for
 every storage of the head's products and of the draft LM head; for EAGLE-3 the same trees and
 output, q to float32 rounding (its norms in C); the lean pass wherever it does not apply; clear
@@ -8,7 +8,7 @@ import torch
 
 from test_lean_head import INT8_TOL, _engine, _eagle2, _eagle3, _float16_values, _target
 from eagle_core import DecodeSettings, Engine
-from eagle_core.draft_fused import ENV
+from eagle_core.cpu.fused_pass import ENV
 
 from test_kernels import needs_smallgemm
 

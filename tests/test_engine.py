@@ -218,7 +218,7 @@ def test_generate_takes_the_ids_check_returned(monkeypatch):
 
 def test_load_engine_loads_the_heads_the_methods_need():
     from eagle_core import load_engine
-    from eagle_core.head3 import Eagle3Head
+    from eagle_core.drafting.head3 import Eagle3Head
 
     from test_head3 import tiny_target8
 

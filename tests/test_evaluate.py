@@ -66,8 +66,8 @@ def test_eval_command_runs_either_head(method, tmp_path, monkeypatch):
     import json
 
     from eagle_core.config import parse_tree
-    from eagle_core.head import save_head
-    from eagle_core.head3 import save_head3
+    from eagle_core.drafting.head import save_head
+    from eagle_core.drafting.head3 import save_head3
     from eagle_core.train import evaluate
     from test_head3 import tiny_head3, tiny_target8
 
@@ -98,7 +98,7 @@ def test_eval_cut_short_keeps_the_sets_it_finished(tmp_path, monkeypatch):
     import json
 
     from eagle_core.config import parse_tree
-    from eagle_core.head import save_head
+    from eagle_core.drafting.head import save_head
     from eagle_core.train import evaluate
     from test_head3 import tiny_target8
 

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from eagle_core.head3 import Eagle3Config, Eagle3Head
+from eagle_core.drafting.head3 import Eagle3Config, Eagle3Head
 from eagle_core.train import featcache
 from eagle_core.train.features import id_batch, teacher_forced
 from eagle_core.train.datasets import load_training_data

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from eagle_core import gpu_presence
-from eagle_core.gpu_presence import gpu_mismatch, nvidia_gpu
+from eagle_core.target import gpu_presence
+from eagle_core.target.gpu_presence import gpu_mismatch, nvidia_gpu
 
 SMI_TABLE = """+-----------------------------------------------------------------------------------------+
 | NVIDIA-SMI 570.86.15              Driver Version: 570.86.15      CUDA Version: 12.8     |

@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import save_file
 
 from conftest import tiny_head, tiny_target
-from eagle_core.head import EagleHead, HeadConfig, load_head, save_head
+from eagle_core.drafting.head import EagleHead, HeadConfig, load_head, save_head
 
 PUBLISHED_KEYS = {
     "fc.weight", "layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.weight",
@@ -94,7 +94,7 @@ def test_a_bad_draft_vocabulary_is_refused_by_name(tmp_path, content, why):
     """draft_vocab.json is read in one place (head.read_draft_vocab): loading a head, `train
     --draft-vocab-from`, `export`, the serving export and the random EAGLE-3 fallback all refuse a
     file with repeated, out-of-range or non-integer ids, naming the file."""
-    from eagle_core.head import read_draft_vocab
+    from eagle_core.drafting.head import read_draft_vocab
 
     target = tiny_target()
     save_head(tiny_head(target), str(tmp_path), draft_vocab=[1, 5, 7], dtype=torch.float32)

@@ -9,8 +9,8 @@ from safetensors.torch import save_file
 
 from conftest import CharTokenizer
 from eagle_core import DecodeSettings, Engine, from_model, run_from_json, run_to_json
-from eagle_core.default_head import load_default_head3, random_head3
-from eagle_core.head3 import Eagle3Config, Eagle3Head, default_layers, load_head3, save_head3
+from eagle_core.drafting.shipped import load_default_head3, random_head3
+from eagle_core.drafting.head3 import Eagle3Config, Eagle3Head, default_layers, load_head3, save_head3
 
 # The official EAGLE-3 key layout (yuhuili/EAGLE3-* checkpoints; vLLM llama_eagle3.py maps
 # midlayer.* -> layers.0.*, SGLang llama_eagle3.py keeps midlayer.*).

@@ -11,7 +11,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRot
 
 from conftest import tiny_head, tiny_target
 from eagle_core import DecodeSettings, Engine
-from eagle_core.head import HeadConfig, load_head, save_head
+from eagle_core.drafting.head import HeadConfig, load_head, save_head
 from eagle_core.train.loop import state_layers, warm_start
 from test_head import PUBLISHED_KEYS
 

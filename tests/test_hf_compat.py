@@ -7,7 +7,7 @@ import inspect
 from transformers.models.llama.modeling_llama import LlamaModel
 from transformers.models.qwen2.modeling_qwen2 import Qwen2Model
 
-from eagle_core.hf_compat import cache_arg, cache_kwarg
+from eagle_core.target.hf_compat import cache_arg, cache_kwarg
 
 
 def test_the_cache_argument_is_the_one_the_models_take():

@@ -65,7 +65,7 @@ def closed_hub():
 
 
 @pytest.mark.parametrize("call", ["from eagle_core.target import load_target; load_target('Qwen/Qwen3-1.7B')",
-                                  "from eagle_core.hub import local_dir; local_dir('AngelSlim/Qwen3-1.7B_eagle3')"])
+                                  "from eagle_core.target.hub import local_dir; local_dir('AngelSlim/Qwen3-1.7B_eagle3')"])
 @pytest.mark.parametrize("hub", ["silent_hub", "closed_hub"])
 def test_no_network_is_said_within_15_s(call, hub, request, tmp_path):
     out = run_offline(call, request.getfixturevalue(hub), tmp_path)
@@ -82,7 +82,7 @@ def test_a_cached_repository_loads_without_the_hub(silent_hub, tmp_path):
     refs = tmp_path / "hf" / "hub" / "models--org--cached" / "refs"
     refs.mkdir()
     (refs / "main").write_text("a" * 40)
-    out = run_offline("from eagle_core.hub import local_dir; assert local_dir('org/cached').endswith('a' * 40)",
+    out = run_offline("from eagle_core.target.hub import local_dir; assert local_dir('org/cached').endswith('a' * 40)",
                       silent_hub, tmp_path)
     assert out.get("ok"), out
     assert out["s"] < LIMIT_S

@@ -1,9 +1,9 @@
-"""The CPU linear-layer path (eagle_core.kernels): correct, batch invariant, a drop-in for nn.Linear."""
+"""The CPU linear-layer path (eagle_core.cpu.kernels): correct, batch invariant, a drop-in for nn.Linear."""
 import pytest
 import torch
 from torch import nn
 
-from eagle_core import kernels as K
+from eagle_core.cpu import kernels as K
 
 needs_smallgemm = pytest.mark.skipif(K.library() is None, reason=f"smallgemm unavailable: {K.library_error()}")
 
@@ -194,7 +194,7 @@ def _row_invariance(target, prefix_len: int = 40, k: int = 24, seed: int = 0):
 @needs_smallgemm
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_target_forward_is_row_invariant_with_the_engine_kernels(kind):
-    """With linear layers and attention on eagle_core.kernels, a token's logits are the same bits
+    """With linear layers and attention on eagle_core.cpu.kernels, a token's logits are the same bits
     whether it is decoded alone or verified inside a 5/16/24-row chain or tree: greedy EAGLE equals
     vanilla by construction."""
     from conftest import tiny_target
@@ -243,7 +243,7 @@ def test_batched_decode_step_attention_equals_sdpa(mask_kind):
     through the engine's attention: transformers' SDPA result, without repeating the cache."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from eagle_core.kernels import attention
+    from eagle_core.cpu.kernels import attention
 
     g = torch.Generator().manual_seed(0)
     B, H, G, L, d = 3, 6, 2, 11, 8
@@ -269,7 +269,7 @@ def test_cpu_model_names_family_and_model_where_the_cpu_reports_them():
     """Figures are recorded with the CPU; "AMD EPYC" alone named machines 3.7x apart in speed."""
     import re
 
-    from eagle_core.kernels import cpu_model
+    from eagle_core.cpu.kernels import cpu_model
 
     try:
         first = open("/proc/cpuinfo").read().split("\n\n")[0]
@@ -286,7 +286,7 @@ def test_cpu_model_names_family_and_model_where_the_cpu_reports_them():
 def test_row_stats_match_torch_argmax_first_on_ties_and_logsumexp(v):
     """The acceptance walk's argmax must be torch's exactly (the first index of the maximum), its
     log-sum-exp close, and each row's results the same alone as in a batch."""
-    from eagle_core.kernels.rows import row_stats
+    from eagle_core.cpu.kernels.rows import row_stats
 
     g = torch.Generator().manual_seed(v)
     x = torch.randn(5, v, generator=g) * 6
@@ -305,7 +305,7 @@ def test_row_stats_match_torch_argmax_first_on_ties_and_logsumexp(v):
 
 @needs_smallgemm
 def test_row_stats_leave_nan_rows_and_other_tensors_to_torch():
-    from eagle_core.kernels.rows import row_stats
+    from eagle_core.cpu.kernels.rows import row_stats
 
     x = torch.randn(3, 100)
     x[1, 50] = float("nan")
@@ -320,7 +320,7 @@ def test_row_kernel_can_be_switched_off_and_greedy_decoding_does_not_change(monk
     """EAGLE_ROW_KERNEL=0 (for A/B runs) gives torch's max + logsumexp: the same tokens and p."""
     from conftest import tiny_head, tiny_target
     from eagle_core import DecodeSettings, Engine
-    from eagle_core.kernels.rows import ENV, row_stats
+    from eagle_core.cpu.kernels.rows import ENV, row_stats
 
     target = tiny_target("llama", seed=5, vocab=40)
     engine = Engine(target, tiny_head(target, seed=6))

@@ -1,4 +1,4 @@
-"""The lean decoder forward (eagle_core.lean): what it computes is what transformers computes with
+"""The lean decoder forward (eagle_core.cpu.forward): what it computes is what transformers computes with
 the same kernels, bit for bit where the kernels are bitwise (smallgemm: one accumulator per output,
 so the fused q/k/v and gate/up products give the same bits as separate ones); rows stay invariant;
 EAGLE greedy equals vanilla through it; and everything it does not serve goes to transformers."""
@@ -9,7 +9,8 @@ import torch
 
 from conftest import CharTokenizer, tiny_head, tiny_target
 from test_kernels import _row_invariance, needs_smallgemm
-from eagle_core import DecodeSettings, Engine, from_model, kernels as K, lean
+from eagle_core import DecodeSettings, Engine, from_model
+from eagle_core.cpu import forward as lean, kernels as K
 from eagle_core.tree import tree_attention_mask, tree_positions
 
 BITWISE = K.library() is not None  # smallgemm installed: assert equal bits, else a tight tolerance

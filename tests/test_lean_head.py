@@ -1,4 +1,4 @@
-"""The lean drafting pass of the draft heads (eagle_core.lean_head): the same bits as the head's
+"""The lean drafting pass of the draft heads (eagle_core.cpu.head_pass): the same bits as the head's
 modules for a catch-up and for tree expansions through its torch operations, and their values to
 float32 rounding as one layer.c call per layer (the default); the same caches after them, the same
 trees and q values in a whole decode (greedy identical to vanilla), and the module path wherever
@@ -8,12 +8,13 @@ import torch
 
 from conftest import CharTokenizer
 from test_kernels import needs_smallgemm
-from eagle_core import DecodeSettings, Engine, from_model, lean_head
-from eagle_core import kernels as K
-from eagle_core.default_head import random_head3
-from eagle_core.draft import Drafter
-from eagle_core.head import EagleHead, HeadConfig
-from eagle_core.kernels import SmallGemm8, SmallGemm16
+from eagle_core import DecodeSettings, Engine, from_model
+from eagle_core.cpu import head_pass as lean_head
+from eagle_core.cpu import kernels as K
+from eagle_core.drafting.shipped import random_head3
+from eagle_core.drafting.drafter import Drafter
+from eagle_core.drafting.head import EagleHead, HeadConfig
+from eagle_core.cpu.kernels import SmallGemm8, SmallGemm16
 
 pytestmark = needs_smallgemm
 
@@ -218,7 +219,7 @@ def test_weights_edited_in_place_are_repacked():
 
 
 def test_an_eagle3_heads_float16_lm_head_is_read_as_float16_with_the_same_logits(monkeypatch):
-    from eagle_core.draft3 import Eagle3Drafter
+    from eagle_core.drafting.eagle3 import Eagle3Drafter
 
     t = _target()
     assert Engine(t, head3=_float16_values(_eagle3(t))).drafter3.lm.backend is SmallGemm8  # the default: int8 rows
@@ -238,7 +239,7 @@ def test_the_shipped_heads_draft_the_same_trees_through_the_lean_pass(default_ta
     9 query heads over 3 key/value heads): every cycle's tree, q values and the output are the
     modules' ones."""
     from eagle_core import load_default_head
-    from eagle_core.default_head import load_default_head3
+    from eagle_core.drafting.shipped import load_default_head3
 
     head, vocab, name = load_default_head(default_target)
     head3, name3 = load_default_head3(default_target)

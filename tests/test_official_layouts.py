@@ -9,8 +9,8 @@ import torch
 
 from conftest import CharTokenizer, tiny_head
 from eagle_core import DecodeSettings, Engine, from_model
-from eagle_core.head3 import Eagle3Config, Eagle3Head, load_head3, read_config3
-from eagle_core.hub import local_dir
+from eagle_core.drafting.head3 import Eagle3Config, Eagle3Head, load_head3, read_config3
+from eagle_core.target.hub import local_dir
 from test_head3 import _official_sd, _write_official, tiny_target8
 
 WIDE = dict(depth=4, tree_top_k=4, total_tokens=12)
@@ -102,7 +102,7 @@ def tiny_qwen3(vocab: int = 24, seed: int = 0, layers: int = 8):
 
 @pytest.mark.parametrize("seed, vocab", [(0, 24), (1, 8)])
 def test_qwen3_targets_decode_losslessly(seed, vocab):
-    from eagle_core.default_head import random_head3
+    from eagle_core.drafting.shipped import random_head3
     from eagle_core.target import SUPPORTED_TYPES
 
     assert "qwen3" in SUPPORTED_TYPES

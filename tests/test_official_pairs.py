@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from eagle_app import pairs, picker
-from eagle_core.head import HeadConfig
-from eagle_core.head3 import ARCHITECTURES, Eagle3Config, load_head3, read_config3
-from eagle_core.head_parts import rope_inv_freq
+from eagle_core.drafting.head import HeadConfig
+from eagle_core.drafting.head3 import ARCHITECTURES, Eagle3Config, load_head3, read_config3
+from eagle_core.drafting.head_layers import rope_inv_freq
 from eagle_core.target import load_target, tokenizer_missing
 
 QWEN = next(p for p in pairs.PAIRS if p.target == "Qwen/Qwen3-1.7B")
@@ -54,7 +54,7 @@ def test_the_trainers_rope_base_replaces_the_configs():
 
 
 def test_the_loader_builds_the_head_with_the_trainers_base(tmp_path):
-    from eagle_core.head3 import Eagle3Head, save_head3
+    from eagle_core.drafting.head3 import Eagle3Head, save_head3
 
     cfg = Eagle3Config.from_json_dict(angelslim_config())
     save_head3(Eagle3Head(cfg), str(tmp_path))
@@ -83,7 +83,7 @@ def test_the_vicuna_heads_config_gives_its_trainers_base():
 
 
 def test_a_sentencepiece_tokenizer_without_its_packages_is_named(tmp_path, monkeypatch):
-    from eagle_core import target as tg
+    from eagle_core.target import model as tg
 
     (tmp_path / "tokenizer.model").write_bytes(b"\0")
     (tmp_path / "config.json").write_text("{}")
@@ -96,7 +96,7 @@ def test_a_sentencepiece_tokenizer_without_its_packages_is_named(tmp_path, monke
 
 
 def test_the_picker_names_the_missing_packages_before_any_download(monkeypatch):
-    from eagle_core import target as tg
+    from eagle_core.target import model as tg
 
     monkeypatch.setattr(pairs, "picker_shown", lambda env=None: True)
     monkeypatch.setattr(tg, "missing_packages", lambda mods: [p for p in mods if p == "sentencepiece"])

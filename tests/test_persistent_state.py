@@ -48,7 +48,7 @@ def test_a_space_without_persistent_storage_keeps_the_home_cache(clean_env, monk
 
 
 def test_the_kernels_and_weights_follow_the_cache(clean_env, monkeypatch):
-    from eagle_core.kernels import build
+    from eagle_core.cpu.kernels import build
     data = clean_env / "data"
     data.mkdir()
     monkeypatch.setattr(paths, "PERSISTENT", str(data))

@@ -17,7 +17,7 @@ from eagle_app import model as am
 from eagle_app import pairs, picker, zerogpu
 from eagle_app import views as av
 from eagle_app.callbacks import decoding as cb
-from eagle_core.hub import HUB_ID
+from eagle_core.target.hub import HUB_ID
 from tests.app_fixtures import default_engine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -139,7 +139,7 @@ def test_float32_stock_sampling_keeps_the_target_distribution(method):
 
 def test_dtype_policy(monkeypatch):
     """float32 wherever affordable (it alone keeps greedy identity); bf16 only where native."""
-    from eagle_core import target as tg
+    from eagle_core.target import model as tg
 
     assert tg.default_dtype("cpu", 8e9) == torch.float32
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))  # a T4

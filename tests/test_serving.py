@@ -21,8 +21,8 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import tiny_head, tiny_target
-from eagle_core.head import save_head
-from eagle_core.head3 import save_head3
+from eagle_core.drafting.head import save_head
+from eagle_core.drafting.head3 import save_head3
 from eagle_core.train.serving import TOKEN_MAP_FILE, export_serving
 from test_head3 import tiny_head3, tiny_target8
 

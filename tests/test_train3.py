@@ -1,7 +1,7 @@
 """EAGLE-3 training-time test: its attention is the drafter's, and its loss goes down."""
 import torch
 
-from eagle_core.head3 import Eagle3Config, Eagle3Head
+from eagle_core.drafting.head3 import Eagle3Config, Eagle3Head
 from eagle_core.train.loop3 import draft_vocabulary3, target_batch, ttt_loss
 from conftest import draft_chain
 from test_head3 import tiny_target8

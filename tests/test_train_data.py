@@ -256,7 +256,7 @@ def test_batched_teacher_forcing_equals_each_sequence_alone():
     torch.testing.assert_close(f_in[1, :11], final[1, :11])
     torch.testing.assert_close(f_tgt[0, :5], final[0, 1:6])
     assert w[0].tolist() == pytest.approx([0.3, 0.3, 1, 1, 1, 0, 0, 0, 0, 0, 0])
-    from eagle_core.head3 import Eagle3Config, Eagle3Head
+    from eagle_core.drafting.head3 import Eagle3Config, Eagle3Head
     from test_head3 import tiny_target8
 
     t8 = tiny_target8()

@@ -6,7 +6,7 @@ import math
 import torch
 
 from conftest import tiny_target
-from eagle_core.head import EagleHead, HeadConfig
+from eagle_core.drafting.head import EagleHead, HeadConfig
 from eagle_core.train.loop import collate, step_loss, topk_loss
 
 

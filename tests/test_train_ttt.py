@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from conftest import draft_chain, draft_node_mask, tiny_head, tiny_target
-from eagle_core.head import EagleHead, HeadConfig
+from eagle_core.drafting.head import EagleHead, HeadConfig
 from eagle_core.train.loop import collate, step_loss
 
 

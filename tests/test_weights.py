@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from eagle_core import weights
+from eagle_core.target import weights
 
 
 def fake_wheel(folder: str, payload: bytes = b"GGUF fake weights") -> str:

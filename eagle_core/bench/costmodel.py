@@ -29,7 +29,7 @@ import torch
 
 from ..config import DecodeSettings, TreeSetting, add_tree_argument
 from ..decode import Engine
-from ..kernels import linear_of
+from ..cpu.kernels import linear_of
 from ..tree import tree_attention_mask, tree_positions
 from .cost_report import forward_table, head_table, render_png, tree_rows, tree_table
 from .cycle_profile import profile_cycles, profile_markdown

@@ -22,8 +22,8 @@ from .journal import sample_from_dict
 
 def draft_vocab_of(path: str) -> set[int]:
     """The target ids a head directory may draft: its draft_vocab.json (EAGLE-1/2) or its d2t (EAGLE-3)."""
-    from ..head import read_draft_vocab
-    from ..head3 import is_eagle3_dir
+    from ..drafting.head import read_draft_vocab
+    from ..drafting.head3 import is_eagle3_dir
 
     if is_eagle3_dir(path):
         from safetensors import safe_open

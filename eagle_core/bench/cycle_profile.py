@@ -21,7 +21,9 @@ def _key(fn):
 
 
 def _engine_functions() -> dict:
-    from .. import decode, draft, draft_fused, head, lean_head, target, tree
+    from .. import decode, target, tree
+    from ..cpu import fused_pass as draft_fused, head_pass as lean_head
+    from ..drafting import drafter as draft, head
 
     g = lambda obj, name: getattr(obj, name, None)  # noqa: E731  (tolerate engine refactors)
     return {

@@ -2,10 +2,10 @@
 
     python -m eagle_core.bench.kernels --forward --threads 2 [--update-doc docs/performance.md]
 
-For each CPU linear-layer backend of eagle_core.kernels (and the one the engine chose), time one
+For each CPU linear-layer backend of eagle_core.cpu.kernels (and the one the engine chose), time one
 forward of k new tokens through the model body and the LM head (logits for all k rows, as a
 verification needs) on a cache of `context` tokens, for k = 1 (a vanilla step) up to 64 (a large
-tree). With the lean forward (eagle_core/lean.py) the chosen kernels are timed twice, through it
+tree). With the lean forward (eagle_core/cpu/forward.py) the chosen kernels are timed twice, through it
 and through transformers' modules; the other backends run through transformers. Reported as ms
 and as t(k)/t(1). t(1) is set against the streaming bound: the fp32 weights
 a step must read once, divided by the read bandwidth measured in the same process.
@@ -17,7 +17,7 @@ import statistics
 
 import torch
 
-from .. import kernels
+from ..cpu import kernels
 from .timing import ForwardTiming
 
 ROWS = (1, 2, 4, 5, 8, 12, 16, 24, 32, 64)

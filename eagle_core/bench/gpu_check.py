@@ -12,7 +12,7 @@ It answers what nobody has measured on a GPU for this project yet:
   4. the app's start-up: seconds from `import app` to a loaded model.
 Every figure in the report is measured by this run, on the machine named at its top. The report is
 rewritten as each part finishes, so a run that stops keeps what it measured (and says where it stopped);
-an NVIDIA GPU that torch cannot use is named at the top (eagle_core.gpu_presence).
+an NVIDIA GPU that torch cannot use is named at the top (eagle_core.target.gpu_presence).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import torch
 
 from ..config import PRESETS, DecodeSettings
 from ..engine_loading import load_engine
-from ..gpu_presence import cached_mismatch
+from ..target.gpu_presence import cached_mismatch
 from ..parting import first_parting
 from ..target import native_bf16, pick_device
 from .forward_costs import time_forward

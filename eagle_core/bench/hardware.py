@@ -15,7 +15,7 @@ assets/learn/tau_by_tree.json) it predicts, for each tree (depth, top-k, total):
     speedup = tau / c,   c = t(total + 1) / t(1)  +  drafting / t(1)
 
 where drafting = one step over the catch-up tokens (the accepted path, ~tau of them) plus
-depth - 1 steps over top-k frontier tokens (eagle_core/draft.py). A second curve is a GPU
+depth - 1 steps over top-k frontier tokens (eagle_core/drafting/drafter.py). A second curve is a GPU
 *illustration*, not measured: at batch size 1 a data-centre GPU is limited by reading the weights,
 not by arithmetic, so (1) a k-token forward costs about t(1) up to k = 64, and (2) a drafting
 step costs what reading the head's weights costs, as a share of reading the target's: the head
@@ -136,7 +136,7 @@ def hardware_name(device) -> str:
     """The CPU model (as lscpu names it) or the GPU's name."""
     if str(device).startswith("cuda"):
         return torch.cuda.get_device_name(torch.device(device))
-    from ..kernels import cpu_model
+    from ..cpu.kernels import cpu_model
 
     return cpu_model()
 

@@ -7,7 +7,7 @@ same process:
 
 1. `products` (block "kernels"): each weight shape of the target (SmolLM2-135M by default:
    hidden 576, 3 KV heads of 64, MLP 1536, vocabulary 49152), M rows, for every backend of
-   eagle_core.kernels, ms per pass over as many distinct copies of the weight as one forward
+   eagle_core.cpu.kernels, ms per pass over as many distinct copies of the weight as one forward
    reads (so the weights come from memory, as in decoding, not from the cache).
 2. `forward` (block "forward-costs", `--forward`, loads the default target): one whole forward of
    k new tokens, body and LM head, per backend and for the engine's chosen path, with t(k)/t(1)
@@ -27,7 +27,7 @@ import argparse
 
 import torch
 
-from .. import kernels
+from ..cpu import kernels
 from .forward_costs import ROWS
 from .report import replace_block
 from .timing import median_s
@@ -185,7 +185,7 @@ def main(argv=None) -> str:
     ap.add_argument("--forward-rows", default=",".join(map(str, ROWS)))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--backends", default=",".join(kernels.AUTO_CANDIDATES),
-                    help="comma list of eagle_core.kernels backends (openblas: run it on its own, its threads spin)")
+                    help="comma list of eagle_core.cpu.kernels backends (openblas: run it on its own, its threads spin)")
     ap.add_argument("--warm", action="store_true", help="products from the caches: their arithmetic alone")
     ap.add_argument("--curve", action="store_true",
                     help="only the engine's forward for k = 1..32 beside its streaming and arithmetic bounds")

@@ -32,7 +32,7 @@ def _key(base: str) -> str:
 def machine_info(device: str) -> dict:
     import torch
 
-    from ..kernels import cpu_model
+    from ..cpu.kernels import cpu_model
 
     info = {"device": str(device), "cpu": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}

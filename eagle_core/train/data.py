@@ -119,7 +119,7 @@ def generate_batch(target, encoded: list[list[int]], max_new_tokens: int, temper
         ids[i, P - len(e):] = torch.tensor(e)
         attn[i, P - len(e):] = 1
     torch.manual_seed(seed)
-    # stock kernels: the CPU attention of eagle_core.kernels gets no padding mask from transformers
+    # stock kernels: the CPU attention of eagle_core.cpu.kernels gets no padding mask from transformers
     # (it builds none for an attention name it does not know), so left-padded rows would attend
     # to their padding; stock SDPA gets the mask, and batched == one prompt at a time (tested)
     with target.stock_kernels():

@@ -172,7 +172,7 @@ def add_captured(out: str, m: dict, name: str, recs: list[dict], seconds: float)
 
 
 def default_layers(target) -> tuple[int, ...]:
-    from ..head3 import Eagle3Config
+    from ..drafting.head3 import Eagle3Config
 
     return tuple(Eagle3Config.for_target(target.config).layers_for(int(target.config.num_hidden_layers)))
 

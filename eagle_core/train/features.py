@@ -5,7 +5,7 @@ state after the final norm (what the LM head reads), EAGLE-3 (loop3.py) also the
 entering three chosen layers. A right-padded batch with an attention mask goes through the target
 once; every real position gets the feature it would get in a forward of its own sequence alone
 (causal attention: padding sits after the real tokens, so no real position can see it, even with
-eagle_core.kernels' CPU attention, which receives no padding mask). One forward over B x T
+eagle_core.cpu.kernels' CPU attention, which receives no padding mask). One forward over B x T
 tokens keeps the CPU's matrix units far busier than token-by-token decoding does.
 """
 from __future__ import annotations

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..head import DRAFT_VOCAB_FILE, EagleHead
-from ..head import read_draft_vocab as head_read_draft_vocab
+from ..drafting.head import DRAFT_VOCAB_FILE, EagleHead
+from ..drafting.head import read_draft_vocab as head_read_draft_vocab
 from .features import id_batch, length_batches, teacher_forced
 from .sources import CHAT_SOURCES
 
@@ -237,7 +237,7 @@ def drop_excluded(hold: list[dict], path: str | None) -> tuple[list[dict], int]:
 def init_state(path: str) -> dict:
     """A warm start's weights: a run's ckpt.pt, or an exported head directory (config.json + weights)."""
     if os.path.isdir(path):
-        from ..head import load_head
+        from ..drafting.head import load_head
 
         return load_head(path)[0].float().state_dict()
     return torch.load(path, weights_only=False)["head"]

@@ -29,7 +29,7 @@ from collections import Counter
 
 import torch
 
-from ..head3 import Eagle3Config, Eagle3Head, save_head3
+from ..drafting.head3 import Eagle3Config, Eagle3Head, save_head3
 from .features import cached, cached_features, id_batch, teacher_forced
 from .loop import GRAD_CLIP, LOG_EVERY, holdout_record, holdout_sets, make_batches
 from .session import SaveClock, optimizer_and_resume
@@ -217,7 +217,7 @@ def _initial_head3(args, target, records, ckpt: str):
     head.set_draft_vocab(vocab)
     init = getattr(args, "init", None)
     if init and not os.path.exists(ckpt):
-        from ..head3 import load_head3
+        from ..drafting.head3 import load_head3
 
         head = load_head3(init, target, target.device, torch.float32).train()  # its draft vocabulary too
         print(f"initialised from {init}", flush=True)

@@ -35,8 +35,8 @@ import os
 
 import torch
 
-from ..head import DRAFT_VOCAB_FILE, read_draft_vocab, read_state_dict
-from ..head3 import LAYER_IDS_KEY, default_layers, is_eagle3_dir, read_config3
+from ..drafting.head import DRAFT_VOCAB_FILE, read_draft_vocab, read_state_dict
+from ..drafting.head3 import LAYER_IDS_KEY, default_layers, is_eagle3_dir, read_config3
 
 ENGINES = ("vllm", "sglang")
 TOKEN_MAP_FILE = "hot_token_map.pt"  # SGLang --speculative-token-map

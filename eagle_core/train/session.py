@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..head import DRAFT_VOCAB_FILE, EagleHead, HeadConfig, save_head, write_draft_vocab
-from ..head import read_draft_vocab as head_read_draft_vocab
+from ..drafting.head import DRAFT_VOCAB_FILE, EagleHead, HeadConfig, save_head, write_draft_vocab
+from ..drafting.head import read_draft_vocab as head_read_draft_vocab
 from ..target import load_target
 from .datasets import load_training_data
 from .loop import (ADAM_BETAS, GRAD_CLIP, LOG_EVERY, LR_FLOOR, WARMUP_DIVISOR, StepStats, collate, coverage,

@@ -15,7 +15,7 @@ import subprocess
 
 import torch
 
-from ..paths import cache_root
+from ...paths import cache_root
 
 HERE = os.path.dirname(__file__)
 SOURCES = [os.path.join(HERE, name)

@@ -1,6 +1,6 @@
 """The EAGLE-3 head (Li et al. 2025, arXiv:2503.01840), and its checkpoint format.
 
-What changes from EAGLE-1/2 (eagle_core/head.py):
+What changes from EAGLE-1/2 (eagle_core/drafting/head.py):
   - input features: not the target's last hidden state but the residual stream ENTERING three
     target layers, low / middle / high: layers (2, N//2, N-3) of an N-layer target (N = 30 for
     SmolLM2: layers 2, 15, 27). In Hugging Face's `output_hidden_states` numbering, where
@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from .head import OPTIONAL_KEYS, read_state_dict
-from .head_parts import (AttentionBlock, HeadBase, HeadCache, LayerCache, RMSNorm, _rope_theta, apply_rope,
+from .head_layers import (AttentionBlock, HeadBase, HeadCache, LayerCache, RMSNorm, _rope_theta, apply_rope,
                          rope_inv_freq, unroll)
 
 # The names EAGLE-3 heads carry: SGLang's (written here: SGLang needs it, vLLM accepts it), the official

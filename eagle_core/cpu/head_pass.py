@@ -20,11 +20,11 @@ Drafting with a cache on a CPU in float32 takes this attention kernel in the mod
 
 Where every product of a layer is on smallgemm (float32 or float16 panels), the layer from the
 q/k/v product to the last residual is ONE call into kernels/layer.c, as in the target's lean
-forward (eagle_core/lean.py): the same trees, q values equal to float32 rounding (its norm and
+forward (eagle_core/cpu/forward.py): the same trees, q values equal to float32 rounding (its norm and
 silu are computed in C). `EAGLE_C_LAYERS=0` keeps the torch operations.
 
 `build(head)` returns None, with the reason, when the pass does not apply (another device or
-dtype, the head's products not on eagle_core.kernels, hooks, EAGLE_LEAN=0); a call checks the few things
+dtype, the head's products not on eagle_core.cpu.kernels, hooks, EAGLE_LEAN=0); a call checks the few things
 that can change after load and otherwise returns None so the drafter runs the modules.
 """
 from __future__ import annotations
@@ -35,11 +35,11 @@ import torch
 import torch.nn.functional as F
 
 from . import kernels
-from .head import EagleHead
-from .head3 import Eagle3Head
+from ..drafting.head import EagleHead
+from ..drafting.head3 import Eagle3Head
 from .kernels import attention
-from .lean import C_ENV, ENV, _fused, _has_hooks, _own, _Product, c_layer, c_weight_args, switched_off
-from .lean import _rms_norm as _rms  # head_parts.RMSNorm on float32, op for op
+from .forward import C_ENV, ENV, _fused, _has_hooks, _own, _Product, c_layer, c_weight_args, switched_off
+from .forward import _rms_norm as _rms  # head_parts.RMSNorm on float32, op for op
 
 
 def _product(installed, parts):
@@ -108,13 +108,13 @@ def unsupported(head) -> str | None:
     if not isinstance(head, (EagleHead, Eagle3Head)):
         return f"head type {type(head).__name__}"
     if kernels.library() is None:
-        return "eagle_core.kernels not built"
+        return "eagle_core.cpu.kernels not built"
     params = list(head.parameters())
     if any(p.device.type != "cpu" or p.dtype is not torch.float32 for p in params):
         return "lean head pass: CPU float32 only"
     prods = products(head)
     if not all(isinstance(p, kernels.Linear) for p in prods):  # (the pass packs its own smallgemm panels)
-        return "the head's products are not on eagle_core.kernels (smallgemm)"
+        return "the head's products are not on eagle_core.cpu.kernels (smallgemm)"
     for L in _layers(head):
         a = L.self_attn
         if len({p.bias is None for p in (a.q_proj, a.k_proj, a.v_proj)}) > 1 or L.d % 8 or L.n_heads % L.n_kv:

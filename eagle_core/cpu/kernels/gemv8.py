@@ -2,7 +2,7 @@
 
 Half the bytes of float16 storage for products whose weights come from memory twice a cycle (see
 gemv8.c). `linear_of(w, SmallGemm8.name)` gives an nn.Linear-like module over the rows' int8 form;
-on a CPU eagle_core/draft.py takes it for the draft LM head's rows and the head's own products.
+on a CPU eagle_core/drafting/drafter.py takes it for the draft LM head's rows and the head's own products.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class SmallGemm8:
     storage). Its product is its own, y = scale * (x . q) in a fixed order per output, so a row is the
     same alone or in a batch, and an output the same whichever weights it is stacked with, but not the
     bits of a float32 product. Not a backend to choose by policy: the drafter takes it for the draft
-    LM head's rows and the head's products (eagle_core/draft.py), whose numbers only choose the draft."""
+    LM head's rows and the head's products (eagle_core/drafting/drafter.py), whose numbers only choose the draft."""
 
     name = "smallgemm8"
     ROWS = 8  # gemv8.c's rows per call; more are run 8 at a time

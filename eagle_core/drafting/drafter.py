@@ -24,12 +24,12 @@ import math
 
 import torch
 
-from . import draft_fused, kernels, lean_head
-from .kernels.rows import row_topk
-from .config import DecodeSettings
+from ..cpu import fused_pass as draft_fused, head_pass as lean_head, kernels
+from ..cpu.kernels.rows import row_topk
+from ..config import DecodeSettings
 from .head import EagleHead, HeadCache
-from .tree import DraftTree, select_closed_top, static_tree_layout
-from .verify import logits_to_probs
+from ..tree import DraftTree, select_closed_top, static_tree_layout
+from ..verify import logits_to_probs
 
 
 class TreeBuilder:
@@ -74,7 +74,7 @@ class Drafter:
         self.target = target
         self.embed = target.embed
         self.vocab_map, self.lm_weight = self._draft_lm(head, target, draft_vocab)
-        # The head's layers and its LM-head product run on the target's CPU kernels (eagle_core.kernels).
+        # The head's layers and its LM-head product run on the target's CPU kernels (eagle_core.cpu.kernels).
         backend = target.linear_backend(tuple(self.lm_weight.shape))
         own = (backend is not None and kernels.library() is not None and self.lm_weight.dtype is torch.float32
                and self.lm_weight.device.type == "cpu" and target.kernels.policy in ("auto", "smallgemm"))
@@ -96,7 +96,7 @@ class Drafter:
         if getattr(target, "kernels", None) is not None and target.kernels.swaps:
             kernels.install(head, target.kernels.policy)
         self._head_int8(head, own and self.HEAD_WEIGHTS == "int8")
-        # the head's drafting pass in a few calls where it applies (eagle_core/lean_head.py)
+        # the head's drafting pass in a few calls where it applies (eagle_core/cpu/head_pass.py)
         self.lean, self.lean_note = lean_head.build(head)
         # and where that pass is one layer.c call, the whole pass and the draft's top k in one call
         self.fused, self.fused_note = draft_fused.build(self)
@@ -205,7 +205,7 @@ class Drafter:
     def _expand_top(self, cache: HeadCache, tree: TreeBuilder, frontier: list[int], parents: list[torch.Tensor],
                     pos: int, k: int):
         """_expand, then each node's top k: -> (features (m, H), (values, target ids) host lists or
-        None: then the caller asks _top). On a CPU one kernel call (eagle_core/draft_fused.py)."""
+        None: then the caller asks _top). On a CPU one kernel call (eagle_core/cpu/fused_pass.py)."""
         if self.fused is None or not self.fused.applies(parents[0]):
             return self._expand(cache, tree, frontier, torch.stack(parents), pos), None
         m, base = len(frontier), cache.length

@@ -1,4 +1,4 @@
-"""Drafting with an EAGLE-3 head: the same trees as EAGLE-1/2 (eagle_core/draft.py), another head.
+"""Drafting with an EAGLE-3 head: the same trees as EAGLE-1/2 (eagle_core/drafting/drafter.py), another head.
 
 EAGLE-3 (arXiv:2503.01840) keeps EAGLE-2's dynamic tree; only what the head reads and how it
 turns a feature into a token distribution change, so this drafter overrides a few small pieces
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from .draft import Drafter
+from .drafter import Drafter
 from .head3 import Eagle3Head, check_fits
 
 

@@ -8,9 +8,9 @@ import os
 import torch
 
 from .head import EagleHead, HeadConfig, load_head
-from .hub import local_dir
+from ..target.hub import local_dir
 
-ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
+ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "assets")
 DEFAULT_HEAD_DIR = os.path.join(ASSETS, "head-smollm2-135m")
 
 

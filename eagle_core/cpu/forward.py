@@ -12,7 +12,7 @@ module runs the same decoder directly, one loop over the layers:
 It changes nothing the model computes: the mask comes from transformers' own mask builder with the
 arguments the model would pass it (tree masks as given, causal otherwise, padding for batches), and
 each small op is the one transformers runs, elementwise in the same order. The fused products go
-through the kernels the target already uses (eagle_core.kernels): smallgemm computes every output
+through the kernels the target already uses (eagle_core.cpu.kernels): smallgemm computes every output
 with one accumulator in a fixed order, so a fused product gives the same bits as separate ones, and
 with it these torch operations equal the transformers forward bit for bit (tests/test_lean.py).
 
@@ -26,7 +26,7 @@ still reproduces vanilla decoding exactly (tests/test_lean.py). `EAGLE_C_LAYERS=
 torch operations (bit for bit with transformers); a long prefill always takes them.
 
 `build(target)` decides once per model whether this applies (Llama / Qwen2 / Mistral decoders,
-CPU, float32, eagle_core.kernels installed, no sliding window in effect, the expected modules and
+CPU, float32, eagle_core.cpu.kernels installed, no sliding window in effect, the expected modules and
 no hooks) and returns the reason when it does not; `EAGLE_LEAN=0` forces the transformers path.
 Each call checks the few things that can change after load (the kernels swapped out by
 `Target.stock_kernels()`, training mode, hooks, the cache type, weights edited in place) and
@@ -45,8 +45,8 @@ from torch.nn.modules import module as _torch_module
 from . import kernels
 from .kernels import attention
 from .kernels.build import switched_off
-from .hf_compat import cache_kwarg
-from .kvcache import GrowingLayer
+from ..target.hf_compat import cache_kwarg
+from ..kvcache import GrowingLayer
 
 ENV = "EAGLE_LEAN"  # "0" (or off / false / no): always the transformers path
 C_ENV = "EAGLE_C_LAYERS"  # "0": the lean forward's torch operations, not one layer.c call per layer
@@ -89,7 +89,7 @@ def _rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
 
 
 class _Product:
-    """y = x W^T (+ b) through one eagle_core.kernels backend, on a weight prepared once."""
+    """y = x W^T (+ b) through one eagle_core.cpu.kernels backend, on a weight prepared once."""
 
     __slots__ = ("run", "state", "bias", "out_features", "packed")
 
@@ -180,7 +180,7 @@ def unsupported(target) -> str | None:
         return f"{target.device} {str(target.dtype).replace('torch.', '')} (lean: CPU float32 only)"
     inst = target.kernels
     if inst is None or not inst.swaps:
-        return "eagle_core.kernels not installed"
+        return "eagle_core.cpu.kernels not installed"
     cfg, body = target.config, target.body
     prefix = ARCHS.get(getattr(cfg, "model_type", None))
     if prefix is None:
@@ -208,7 +208,7 @@ def unsupported(target) -> str | None:
             return f"unexpected module structure in layer {i}"
         projs = _projections(block)
         if not all(isinstance(p, kernels.Linear) for p in projs):
-            return f"layer {i}: a projection does not run on eagle_core.kernels"
+            return f"layer {i}: a projection does not run on eagle_core.cpu.kernels"
         if len({p.bias is None for p in projs[:3]}) > 1 or len({p.bias is None for p in projs[4:6]}) > 1:
             return f"layer {i}: biases on only some of q/k/v or gate/up"
         a = block.self_attn

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, fields
 import torch
 from torch import nn
 
-from .head_parts import (AttentionBlock, HeadBase, HeadCache, LayerCache, RMSNorm, _rope_theta, apply_rope,
+from .head_layers import (AttentionBlock, HeadBase, HeadCache, LayerCache, RMSNorm, _rope_theta, apply_rope,
                          rope_inv_freq, unroll)
 
 
@@ -158,7 +158,7 @@ class EagleHead(HeadBase):
 
     def unrolled(self, token_embeds_steps, features, positions):
         """The training-time test for EAGLE-1/2: len(token_embeds_steps) draft steps over whole
-        sequences, as eagle_core/head3.py's Eagle3Head.unrolled does for EAGLE-3.
+        sequences, as eagle_core/drafting/head3.py's Eagle3Head.unrolled does for EAGLE-3.
 
         features (B, T, H) = the target's f_t at row t; token_embeds_steps[k] (B, T, H) =
         embed(x_{t+k+1}) at row t. Step 0 is the ordinary teacher-forced pass. At step k row t

@@ -1,4 +1,4 @@
-"""Linear layers on a CPU (eagle_core.kernels): one path for the engine, fast for 1 to 64 rows, batch invariant.
+"""Linear layers on a CPU (eagle_core.cpu.kernels): one path for the engine, fast for 1 to 64 rows, batch invariant.
 
 EAGLE pays only if verifying k drafted tokens costs about one ordinary step. At batch size 1 a
 step is bound by streaming the fp32 weights from memory, so k rows could ride along nearly free,
@@ -120,7 +120,7 @@ class SmallGemm:
 class SmallGemm16:
     """smallgemm on a weight stored as float16, for weights whose every value IS a float16 (a draft
     head loaded from its float16 checkpoint): widened exactly on load, so the same bits as SmallGemm
-    from half the bytes. Not a backend to choose by policy: the drafter and eagle_core/lean_head.py
+    from half the bytes. Not a backend to choose by policy: the drafter and eagle_core/cpu/head_pass.py
     take it for a weight where `exact` holds."""
 
     name = "smallgemm16"

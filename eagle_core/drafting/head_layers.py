@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kernels import attention as _kernel_attention
+from ..cpu.kernels import attention as _kernel_attention
 
 
 def _rope_theta(target_config) -> float:

@@ -1,7 +1,7 @@
 """A drafting pass as ONE kernel call on a CPU (kernels/layer.c: head_pass, lm_top).
 
 A drafting cycle on the CPU tree is two head passes and two draft LM heads. Through the lean pass
-(eagle_core/lean_head.py) each pass is still ~30 torch operations and five kernel calls, and they
+(eagle_core/cpu/head_pass.py) each pass is still ~30 torch operations and five kernel calls, and they
 run right after a verification has streamed the target's ~540 MB of weights through the caches:
 every Python and torch step then meets its code and data cold. Here a pass is the embedding rows,
 the head's input (EAGLE-1/2: cat and fc; EAGLE-3: fc over the captured layers on a catch-up, the
@@ -12,7 +12,7 @@ to torch's to float32 rounding, as the lean pass's layer.c already does for the 
 (tests/test_draft_fused.py). Only the cost changes (docs/performance.md).
 
 It applies where the lean pass runs a one-layer head as one layer.c call and the draft LM head is on
-eagle_core.kernels' own storages; elsewhere (other devices, other backends, hooks, several layers)
+eagle_core.cpu.kernels' own storages; elsewhere (other devices, other backends, hooks, several layers)
 `build` returns None and the drafter takes the lean pass. EAGLE_FUSED_DRAFT=0 in the environment
 keeps the lean pass, to measure the two against each other.
 """
@@ -24,7 +24,7 @@ import torch
 
 from . import kernels
 from .kernels.build import switched_off
-from .lean import _has_hooks
+from .forward import _has_hooks
 
 ENV = "EAGLE_FUSED_DRAFT"
 _KIND = {kernels.SmallGemm.run: 0, kernels.SmallGemm16.run: 1, kernels.SmallGemm8.run: 2}
@@ -167,7 +167,7 @@ def build(drafter) -> tuple[FusedPass | None, str]:
     if len(layers) != 1 or layers[0].c_args is None or not lean.c_layers:
         return None, "the head is not one layer.c layer"
     if _kind(lean.packed().fc) is None or _kind(drafter.lm) is None:
-        return None, "fc or the draft LM head not on eagle_core.kernels' storages"
+        return None, "fc or the draft LM head not on eagle_core.cpu.kernels' storages"
     emb = getattr(drafter.embed, "weight", None)
     if (not isinstance(drafter.embed, torch.nn.Embedding) or emb.dtype is not torch.float32
             or emb.device.type != "cpu" or not emb.is_contiguous() or emb.shape[1] != drafter.head.config.hidden_size):

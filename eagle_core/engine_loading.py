@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from .config import METHODS, DecodeSettings
+from .cpu.options import FastPath
 from .decode import Engine
 from .drafting.shipped import load_default_head, load_default_head3
 from .drafting.head3 import check_fits
@@ -32,7 +33,7 @@ def fits3(head3, target) -> bool:
 def load_engine(model: str | Target | None = None, head: str | None = None, head3: str | None = None,
                 device: str | None = None, *, methods=None, full_vocab: bool = False,
                 dtype: torch.dtype | str | None = None, head3_layer_ids: str = "inputs", warm: bool = True,
-                head3_rope_theta: float | None = None) -> Engine:
+                head3_rope_theta: float | None = None, fast: FastPath | None = None) -> Engine:
     """An Engine for `model` with the heads `methods` need.
 
     model       a hub id or a directory (None: the embedded SmolLM2-135M-Instruct), or a Target
@@ -55,6 +56,9 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
                 (eagle_app/pairs.py names it per published head); None: the config's
     full_vocab  draft the EAGLE-1/2 head over the target's full vocabulary instead of its own
                 reduced draft vocabulary (verification always uses the full one)
+    fast        the CPU fast path's options (eagle_core/cpu/options.py: the kernels, how far the passes
+                are fused, how the draft's weights are stored); None: FastPath.default(). Chosen once,
+                here: the target and both drafters read them
     warm        on CUDA, run every method once before returning (warm_up); False where no CUDA work
                 may run at load (a ZeroGPU Space loads outside its GPU calls, eagle_app/zerogpu.py)
     """
@@ -65,7 +69,9 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
         raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
     if isinstance(dtype, str) or dtype is None:
         dtype = parse_dtype(dtype)
-    target = model if isinstance(model, Target) else load_target(model, device=device, dtype=dtype)
+    if isinstance(model, Target) and fast is not None and fast != model.fast:
+        raise ValueError("the fast path's options are chosen when the target loads: pass them to load_target")
+    target = model if isinstance(model, Target) else load_target(model, device=device, dtype=dtype, fast=fast)
     parts = {}
     if head is not None or any(m in EAGLE12_METHODS for m in methods):
         h, vocab, name = load_default_head(target, head)

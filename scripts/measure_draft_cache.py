@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from eagle_core import DecodeSettings, load_engine, kernels  # noqa: E402
+from eagle_core import DecodeSettings, load_engine  # noqa: E402
+from eagle_core.cpu import kernels  # noqa: E402
 from eagle_core.bench.report import machine_info, save_json  # noqa: E402
 
 

@@ -46,7 +46,8 @@ class CharTokenizer:
 
 
 def tiny_target(kind: str = "llama", vocab: int = 24, seed: int = 0, ctx: int = 512, attn: str = "sdpa",
-                eos: int | None = None):
+                eos: int | None = None, fast=None):
+    """`fast`: the CPU fast path's options (eagle_core.FastPath; None: the default)."""
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
     torch.manual_seed(seed)
@@ -61,7 +62,7 @@ def tiny_target(kind: str = "llama", vocab: int = 24, seed: int = 0, ctx: int = 
         model.lm_head.weight.mul_(20.0)
     model.generation_config.eos_token_id = None
     tok = CharTokenizer(vocab, eos_token_id=eos)
-    return from_model(model, tok, name=f"tiny-{kind}", eos_ids=(eos,) if eos is not None else (-1,))
+    return from_model(model, tok, name=f"tiny-{kind}", eos_ids=(eos,) if eos is not None else (-1,), fast=fast)
 
 
 def draft_node_mask(kv_len: int, committed: int, ancestors) -> torch.Tensor:

@@ -130,22 +130,22 @@ class _CharTokenizer:
 
 
 @pytest.mark.parametrize("fused", ["1", "0"])
-def test_profile_buckets_cover_the_cycle(fused, monkeypatch):
+def test_profile_buckets_cover_the_cycle(fused):
     """The cProfile breakdown finds the engine's functions and its buckets add up to the cycle,
     with the fused kernel drafting pass (where the kernels build) and without it."""
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from eagle_core import DecodeSettings, Engine, from_model, random_head
+    from eagle_core import DecodeSettings, Engine, FastPath, from_model, random_head
     from eagle_core.cpu import kernels
     from eagle_core.bench.cycle_profile import profile_cycles
 
-    monkeypatch.setenv("EAGLE_FUSED_DRAFT", fused)
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=32, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                       bos_token_id=None, eos_token_id=None, pad_token_id=0)
-    target = from_model(AutoModelForCausalLM.from_config(cfg), _CharTokenizer(), name="tiny")
+    target = from_model(AutoModelForCausalLM.from_config(cfg), _CharTokenizer(), name="tiny",
+                        fast=FastPath(passes="fused" if fused == "1" else "layers"))
     p = profile_cycles(Engine(target, random_head(target), None, "random"), "count to five",
                        DecodeSettings(method="eagle2", max_new_tokens=12, depth=3, tree_top_k=3, total_tokens=6))
     buckets = dict(p["buckets"])

@@ -6,8 +6,16 @@ import torch
 
 from eagle_core.cpu import kernels as K
 from eagle_core.decode import compact_cache
-from eagle_core.cpu.kernels.compact import ENV as COMPACT_ENV, move_rows
-from eagle_core.cpu.kernels.rows import ENV as ROW_ENV, row_topk
+from eagle_core.cpu.kernels import compact as compact_module, rows as rows_module
+from eagle_core.cpu.kernels.compact import move_rows
+from eagle_core.cpu.kernels.rows import row_topk
+
+
+def _without_cycle_kernels(monkeypatch):
+    """As where the kernels cannot be built (or EAGLE_PORTABLE=1): torch's top-k, row statistics
+    and compaction."""
+    monkeypatch.setattr(rows_module, "library", lambda: None)
+    monkeypatch.setattr(compact_module, "library", lambda: None)
 
 needs_kernels = pytest.mark.skipif(K.library() is None, reason=f"kernels unavailable: {K.library_error()}")
 
@@ -53,7 +61,7 @@ def test_row_topk_leaves_what_it_cannot_serve_to_torch(monkeypatch):
     few[0, 7] = 1.0
     assert row_topk(few, 2) is None  # fewer than k finite values
     assert row_topk(x.double(), 2) is None and row_topk(torch.randn(50, 2).T, 2) is None
-    monkeypatch.setenv(ROW_ENV, "0")
+    _without_cycle_kernels(monkeypatch)
     assert row_topk(x, 2) is None
 
 
@@ -103,14 +111,13 @@ def test_compaction_falls_back_to_torch_where_the_kernel_does_not_serve(monkeypa
     want = _torch_compacted(wide, 12, [0, 2, 5])
     compact_cache(_Cache(wide), 12, [0, 2, 5])
     assert torch.equal(wide[0].keys, want[0][0])
-    monkeypatch.setenv(COMPACT_ENV, "0")
+    _without_cycle_kernels(monkeypatch)
     assert not move_rows(_layers(), 12, [0, 2])
 
 
 @needs_kernels
-def test_decoding_is_the_same_with_the_cycle_kernels_switched_off(monkeypatch):
-    """EAGLE_ROW_KERNEL=0 EAGLE_COMPACT_KERNEL=0 (for A/B runs): torch's top-k, row statistics and
-    compaction. Same tokens, same trees; q equal up to float32 rounding; both equal vanilla."""
+def test_decoding_is_the_same_without_the_cycle_kernels(monkeypatch):
+    """Without the row and compaction kernels: torch's top-k, row statistics and compaction. Same tokens, same trees; q equal up to float32 rounding; both equal vanilla."""
     from conftest import tiny_head, tiny_target
     from eagle_core import DecodeSettings, Engine
 
@@ -118,8 +125,7 @@ def test_decoding_is_the_same_with_the_cycle_kernels_switched_off(monkeypatch):
     engine = Engine(target, tiny_head(target, seed=4))  # a pair whose accepted paths often skip a node
     s = DecodeSettings(method="eagle2", depth=3, tree_top_k=3, total_tokens=8, max_new_tokens=24, chat_template=False)
     on = engine.run("one two three four", s)
-    monkeypatch.setenv(ROW_ENV, "0")
-    monkeypatch.setenv(COMPACT_ENV, "0")
+    _without_cycle_kernels(monkeypatch)
     off = engine.run("one two three four", s)
     van = engine.run("one two three four", DecodeSettings(method="vanilla", max_new_tokens=24, chat_template=False))
     assert on.summary.token_ids == off.summary.token_ids == van.summary.token_ids
@@ -184,10 +190,9 @@ def test_int8_rows_refuse_what_they_cannot_serve():
 @needs_kernels
 def test_eagle2_drafts_from_int8_rows_and_the_output_stays_vanilla(monkeypatch):
     """A reduced draft vocabulary's rows are int8 by default; float16 and float32 storage remain
-    (Drafter.DRAFT_ROWS) and every choice decodes exactly what vanilla decodes."""
+    (FastPath.draft_rows) and every choice decodes exactly what vanilla decodes."""
     from conftest import tiny_head, tiny_target
-    from eagle_core import DecodeSettings, Engine
-    from eagle_core.drafting.drafter import Drafter
+    from eagle_core import DecodeSettings, Engine, FastPath
 
     target = tiny_target("llama", seed=0, vocab=40)
     head = tiny_head(target, seed=4)
@@ -197,7 +202,7 @@ def test_eagle2_drafts_from_int8_rows_and_the_output_stays_vanilla(monkeypatch):
                                                                                  chat_template=False))
     backends = {}
     for rows in ("int8", "float16", "float32"):
-        monkeypatch.setattr(Drafter, "DRAFT_ROWS", rows)
+        target = tiny_target("llama", seed=0, vocab=40, fast=FastPath(draft_rows=rows))
         e = Engine(target, head, vocab)
         if e.drafter.lm.backend.name not in ("smallgemm8", "smallgemm16", "smallgemm"):
             pytest.skip(f"the tiny target's products are not on smallgemm here ({e.drafter.lm.backend.name})")

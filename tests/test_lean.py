@@ -9,7 +9,7 @@ import torch
 
 from conftest import CharTokenizer, tiny_head, tiny_target
 from test_kernels import _row_invariance, needs_smallgemm
-from eagle_core import DecodeSettings, Engine, from_model
+from eagle_core import DecodeSettings, Engine, FastPath, from_model
 from eagle_core.cpu import forward as lean, kernels as K
 from eagle_core.tree import tree_attention_mask, tree_positions
 
@@ -27,7 +27,7 @@ CONFIGS = {  # name -> (model type, config overrides): what the lean path must g
 }
 
 
-def build(kind: str = "llama", vocab: int = 64, seed: int = 0, ctx: int = 512, attn: str = "sdpa", kernels=None, **over):
+def build(kind: str = "llama", vocab: int = 64, seed: int = 0, ctx: int = 512, attn: str = "sdpa", fast=None, **over):
     """A tiny random target as conftest.tiny_target, for any of the three families and config overrides."""
     from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
 
@@ -44,7 +44,7 @@ def build(kind: str = "llama", vocab: int = 64, seed: int = 0, ctx: int = 512, a
             if name.endswith("bias"):
                 p.copy_(torch.randn_like(p) * 0.1)
     model.generation_config.eos_token_id = None
-    return from_model(model, CharTokenizer(vocab), name=f"tiny-{kind}", eos_ids=(-1,), kernels=kernels)
+    return from_model(model, CharTokenizer(vocab), name=f"tiny-{kind}", eos_ids=(-1,), fast=fast)
 
 
 @contextlib.contextmanager
@@ -114,12 +114,11 @@ def scenario(target, seed: int = 0):
 @pytest.mark.parametrize("layers", ["torch-ops", "c-layers"])
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_lean_forward_equals_transformers(name, layers, lean_calls, monkeypatch):
-    """Through its torch operations (EAGLE_C_LAYERS=0) bit for bit; as layer.c calls (the default)
+    """Through its torch operations (FastPath(passes="ops")) bit for bit; as layer.c calls (the default)
     within float32 rounding, for every forward of at most 64 rows (the 70-row prefill takes the
     torch operations)."""
-    monkeypatch.setenv(lean.C_ENV, "1" if layers == "c-layers" else "0")
     kind, over = CONFIGS[name]
-    target = build(kind, **over)
+    target = build(kind, fast=FastPath(passes="layers" if layers == "c-layers" else "ops"), **over)
     assert target.forward_path == "lean", target.forward_note
     assert "lean forward" in target.describe()
     ours, cache = scenario(target)
@@ -193,8 +192,7 @@ def test_lean_forward_is_row_invariant(kind, lean_calls):
 @pytest.mark.parametrize("layers", ["torch-ops", "c-layers"])
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_eagle_greedy_equals_vanilla_through_lean(kind, layers, lean_calls, monkeypatch):
-    monkeypatch.setenv(lean.C_ENV, "1" if layers == "c-layers" else "0")
-    target = tiny_target(kind, seed=1, vocab=8)
+    target = tiny_target(kind, seed=1, vocab=8, fast=FastPath(passes="layers" if layers == "c-layers" else "ops"))
     engine = Engine(target, tiny_head(target, seed=11))
     trees = [dict(method="eagle2", depth=6, tree_top_k=8, total_tokens=40), dict(method="eagle1"),
              dict(method="chain", chain_length=5)]
@@ -224,15 +222,14 @@ def test_stock_kernels_take_the_transformers_path(lean_calls):
     assert len(lean_calls) == 1  # the stock forward and forward_layers went to transformers
     torch.testing.assert_close(stock, fast, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(layers[0], fast, rtol=1e-5, atol=1e-5)
-    plain = build("llama", kernels="stock")
+    plain = build("llama", fast=FastPath(kernels="stock"))
     assert plain.forward_path == "transformers" and "not installed" in plain.forward_note
 
 
-def test_env_var_forces_the_transformers_path(monkeypatch, lean_calls):
-    monkeypatch.setenv("EAGLE_LEAN", "0")
-    target = tiny_target("qwen2", vocab=64)
-    assert target.forward_path == "transformers" and target.forward_note == "EAGLE_LEAN=0"
-    assert "transformers forward: EAGLE_LEAN=0" in target.describe()
+def test_the_options_can_keep_the_transformers_path(lean_calls):
+    target = tiny_target("qwen2", vocab=64, fast=FastPath(passes="modules"))
+    assert target.forward_path == "transformers" and target.forward_note == "FastPath(passes='modules')"
+    assert "transformers forward: FastPath(passes='modules')" in target.describe()
     van = Engine(target).run("abc", DecodeSettings(method="vanilla", max_new_tokens=8, chat_template=False))
     assert van.summary.new_tokens == 8 and not lean_calls
 

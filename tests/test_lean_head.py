@@ -8,18 +8,18 @@ import torch
 
 from conftest import CharTokenizer
 from test_kernels import needs_smallgemm
-from eagle_core import DecodeSettings, Engine, from_model
+from eagle_core import DecodeSettings, Engine, FastPath, from_model
 from eagle_core.cpu import head_pass as lean_head
 from eagle_core.cpu import kernels as K
 from eagle_core.drafting.shipped import random_head3
-from eagle_core.drafting.drafter import Drafter
 from eagle_core.drafting.head import EagleHead, HeadConfig
 from eagle_core.cpu.kernels import SmallGemm8, SmallGemm16
 
 pytestmark = needs_smallgemm
 
 
-def _target(kind: str = "llama", layers: int = 8, kernels: str = "smallgemm", seed: int = 0):
+def _target(kind: str = "llama", layers: int = 8, kernels: str = "smallgemm", seed: int = 0, **fast):
+    """A tiny random target; `fast`: FastPath fields besides `kernels` (the engine's defaults otherwise)."""
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
     torch.manual_seed(seed)
@@ -31,7 +31,7 @@ def _target(kind: str = "llama", layers: int = 8, kernels: str = "smallgemm", se
     with torch.no_grad():
         model.lm_head.weight.mul_(20.0)
     model.generation_config.eos_token_id = None
-    return from_model(model, CharTokenizer(32), name=f"tiny-{kind}", eos_ids=(-1,), kernels=kernels)
+    return from_model(model, CharTokenizer(32), name=f"tiny-{kind}", eos_ids=(-1,), fast=FastPath(kernels=kernels, **fast))
 
 
 def _eagle2(target, layers: int = 1, seed: int = 1) -> EagleHead:
@@ -66,26 +66,17 @@ def _float16_values(head):
     return head
 
 
-def _engine(target, head=None, head3=None, weights="as loaded"):
-    """An Engine whose drafters keep the heads' weights as loaded (float32 or float16 values), or
-    read their products from int8 rows (weights="int8", the engine's default on a CPU)."""
-    saved = Drafter.HEAD_WEIGHTS
-    Drafter.HEAD_WEIGHTS = weights
-    try:
-        return Engine(target, head, head3=head3)
-    finally:
-        Drafter.HEAD_WEIGHTS = saved
-
-
+AS_LOADED = "as loaded"
 HEADS = {
-    "eagle2": lambda: _engine(t := _target(), _eagle2(t)).drafter,
-    "eagle2-float16-values": lambda: _engine(t := _target(), _float16_values(_eagle2(t, layers=2))).drafter,
-    "eagle3-float16-values": lambda: _engine(t := _target(), head3=_float16_values(_eagle3(t))).drafter3,
-    "eagle2-qwen2-two-layers": lambda: _engine(t := _target("qwen2"), _eagle2(t, layers=2)).drafter,
-    "eagle3": lambda: _engine(t := _target(), head3=_eagle3(t)).drafter3,
-    "eagle3-norm-before-residual": lambda: _engine(t := _target(), head3=_eagle3(t, True)).drafter3,
-    "eagle2-int8": lambda: _engine(t := _target(), _float16_values(_eagle2(t, layers=2)), weights="int8").drafter,
-    "eagle3-int8": lambda: _engine(t := _target(), head3=_float16_values(_eagle3(t)), weights="int8").drafter3,
+    # the heads' weights as loaded (float32 or float16 values), or their products from int8 rows (the default)
+    "eagle2": lambda: Engine(t := _target(head_weights=AS_LOADED), _eagle2(t)).drafter,
+    "eagle2-float16-values": lambda: Engine(t := _target(head_weights=AS_LOADED), _float16_values(_eagle2(t, layers=2))).drafter,
+    "eagle3-float16-values": lambda: Engine(t := _target(head_weights=AS_LOADED), head3=_float16_values(_eagle3(t))).drafter3,
+    "eagle2-qwen2-two-layers": lambda: Engine(t := _target("qwen2", head_weights=AS_LOADED), _eagle2(t, layers=2)).drafter,
+    "eagle3": lambda: Engine(t := _target(head_weights=AS_LOADED), head3=_eagle3(t)).drafter3,
+    "eagle3-norm-before-residual": lambda: Engine(t := _target(head_weights=AS_LOADED), head3=_eagle3(t, True)).drafter3,
+    "eagle2-int8": lambda: Engine(t := _target(), _float16_values(_eagle2(t, layers=2))).drafter,
+    "eagle3-int8": lambda: Engine(t := _target(), head3=_float16_values(_eagle3(t))).drafter3,
 }
 
 
@@ -99,8 +90,8 @@ INT8_TOL = 2e-3
 def _passes(drafter, lean: bool):
     """A catch-up of 20 committed rows, then two depths of tree expansion with the drafter's own
     masks: (each pass's output, the head cache's keys and values)."""
-    saved = drafter.lean
-    drafter.lean = saved if lean else None
+    saved = drafter.cpu.lean
+    drafter.cpu.lean = saved if lean else None
     try:
         g = torch.Generator().manual_seed(0)
         width = drafter.head.fc.weight.shape[1] if hasattr(drafter.head, "midlayer") else drafter.head.config.hidden_size
@@ -118,7 +109,7 @@ def _passes(drafter, lean: bool):
         lc = cache.layers
         return [root, out, *(c.k[:, :, :22] for c in lc), *(c.v[:, :, :22] for c in lc)], tree
     finally:
-        drafter.lean = saved
+        drafter.cpu.lean = saved
 
 
 @pytest.mark.parametrize("layers", ["torch-ops", "c-layers"])
@@ -127,9 +118,9 @@ def test_lean_pass_gives_the_modules_bits(name, layers):
     """Through its torch operations the modules' bits; as one layer.c call per layer (the default)
     the modules' values to float32 rounding (its norm and silu are computed in C), the same trees."""
     drafter = HEADS[name]()
-    assert drafter.lean is not None, drafter.lean_note
-    drafter.lean.c_layers = layers == "c-layers"
-    runs = [lin.run for L in drafter.lean.layers for lin in (L.qkv, L.o, L.gate_up, L.down)]
+    assert drafter.cpu.lean is not None, drafter.cpu.lean_note
+    drafter.cpu.lean.c_layers = layers == "c-layers"
+    runs = [lin.run for L in drafter.cpu.lean.layers for lin in (L.qkv, L.o, L.gate_up, L.down)]
     storage = SmallGemm8.run if "int8" in name else SmallGemm16.run
     assert all(r is storage for r in runs) if "float16" in name or "int8" in name else SmallGemm16.run not in runs
     (got, tree), (want, tree_ref) = _passes(drafter, True), _passes(drafter, False)
@@ -139,7 +130,7 @@ def test_lean_pass_gives_the_modules_bits(name, layers):
             torch.testing.assert_close(a, b, rtol=tol, atol=tol)
         else:
             assert torch.equal(a, b), (a - b).abs().max()
-    assert (drafter.lean.c_calls > 0) == (layers == "c-layers")
+    assert (drafter.cpu.lean.c_calls > 0) == (layers == "c-layers")
     assert tree.tokens == tree_ref.tokens and tree.parents == tree_ref.parents
     if layers == "c-layers":
         assert tree.q == pytest.approx(tree_ref.q, rel=1e-4, abs=1e-6)
@@ -153,7 +144,7 @@ def test_decode_through_the_lean_pass_is_the_module_decode_and_vanilla(method):
     e = Engine(t, _eagle2(t), head3=_eagle3(t))
     drafter = e.drafter if method == "eagle2" else e.drafter3
     calls = []
-    real = drafter.lean
+    real = drafter.cpu.lean
 
     class Spy:  # the lean pass, counting its calls
         def __getattr__(self, name):
@@ -165,14 +156,14 @@ def test_decode_through_the_lean_pass_is_the_module_decode_and_vanilla(method):
 
     s = DecodeSettings(method=method, depth=3, tree_top_k=2, total_tokens=6, max_new_tokens=40)
     van = e.run("abcab", DecodeSettings(method="vanilla", max_new_tokens=40)).summary.token_ids
-    if drafter.fused is not None:  # EAGLE-2: the lean pass's arithmetic as one kernel call (draft_fused.py)
-        fused_run = drafter.fused.run
-        drafter.fused.run = lambda *a, **k: (calls.append(1), fused_run(*a, **k))[1]
-    saved, drafter.lean = drafter.lean, Spy()
+    if drafter.cpu.fused is not None:  # EAGLE-2: the lean pass's arithmetic as one kernel call (draft_fused.py)
+        fused_run = drafter.cpu.fused.run
+        drafter.cpu.fused.run = lambda *a, **k: (calls.append(1), fused_run(*a, **k))[1]
+    saved, drafter.cpu.lean = drafter.cpu.lean, Spy()
     lean_run = e.run("abcab", s)
-    drafter.lean = None
+    drafter.cpu.lean = None
     module_run = e.run("abcab", s)
-    drafter.lean = saved
+    drafter.cpu.lean = saved
     assert calls, "the lean pass was not used"
     assert lean_run.summary.token_ids == module_run.summary.token_ids == van
     _same_trees(lean_run, module_run)
@@ -187,19 +178,17 @@ def _same_trees(a_run, b_run):
         assert [n.q for n in a.nodes] == pytest.approx([n.q for n in b.nodes], rel=INT8_TOL, abs=1e-5)
 
 
-def test_where_the_pass_does_not_apply_the_modules_run(monkeypatch):
+def test_where_the_pass_does_not_apply_the_modules_run():
     t = _target()
-    assert Engine(t, _eagle2(t)).drafter.lean is not None
-    monkeypatch.setenv("EAGLE_LEAN", "0")
-    d = Engine(t, _eagle2(t)).drafter
-    assert d.lean is None and "EAGLE_LEAN=0" in d.lean_note
-    monkeypatch.delenv("EAGLE_LEAN")
+    assert Engine(t, _eagle2(t)).drafter.cpu.lean is not None
+    modules = _target(passes="modules")
+    d = Engine(modules, _eagle2(modules)).drafter
+    assert d.cpu.lean is None and "FastPath(passes='modules')" in d.cpu.lean_note
     stock = _target(kernels="stock")
-    d = Engine(stock, _eagle2(stock)).drafter
-    assert d.lean is None and "smallgemm" in d.lean_note
-    built, why = lean_head.build(_eagle2(t).to(torch.bfloat16))
+    assert Engine(stock, _eagle2(stock)).drafter.cpu is None  # the portable drafter
+    built, why = lean_head.build(_eagle2(t).to(torch.bfloat16), FastPath())
     assert built is None and "float32" in why
-    lean = Engine(t, _eagle2(t)).drafter.lean
+    lean = Engine(t, _eagle2(t)).drafter.cpu.lean
     x = torch.zeros(2, 64)
     assert not lean.applies(x)  # gradients on: the modules (they differentiate)
     with torch.inference_mode():
@@ -218,12 +207,10 @@ def test_weights_edited_in_place_are_repacked():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
-def test_an_eagle3_heads_float16_lm_head_is_read_as_float16_with_the_same_logits(monkeypatch):
-    from eagle_core.drafting.eagle3 import Eagle3Drafter
-
+def test_an_eagle3_heads_float16_lm_head_is_read_as_float16_with_the_same_logits():
     t = _target()
     assert Engine(t, head3=_float16_values(_eagle3(t))).drafter3.lm.backend is SmallGemm8  # the default: int8 rows
-    monkeypatch.setattr(Eagle3Drafter, "DRAFT_ROWS", "float32")  # kept as they are
+    t = _target(draft_rows="float32")  # kept as they are
     d = Engine(t, head3=_float16_values(_eagle3(t))).drafter3
     assert d.lm.backend is SmallGemm16
     x = torch.randn(3, 64)
@@ -245,8 +232,8 @@ def test_the_shipped_heads_draft_the_same_trees_through_the_lean_pass(default_ta
     head3, name3 = load_default_head3(default_target)
     e = Engine(default_target, head, vocab, name, head3=head3, head3_name=name3)
     drafter = e.drafter if method == "eagle2" else e.drafter3
-    assert drafter.lean is not None and drafter.lean.layers[0].qkv.run is SmallGemm8.run
-    assert drafter.lean.fc.run is SmallGemm8.run and drafter.head.fc.backend is SmallGemm8  # modules and lean alike
+    assert drafter.cpu.lean is not None and drafter.cpu.lean.layers[0].qkv.run is SmallGemm8.run
+    assert drafter.cpu.lean.fc.run is SmallGemm8.run and drafter.head.fc.backend is SmallGemm8  # modules and lean alike
     # the draft LM head as int8 rows with a scale per row: EAGLE-2's 8,192 target rows, EAGLE-3's own
     # float16 weights (the draft's q moves by that rounding, never the output)
     rows = default_target.lm_head.weight[drafter.vocab_map] if method == "eagle2" else head3.lm_head.weight
@@ -258,11 +245,11 @@ def test_the_shipped_heads_draft_the_same_trees_through_the_lean_pass(default_ta
         van = e.run("Write a haiku about the sea.", DecodeSettings(method="vanilla", max_new_tokens=24))
     s = DecodeSettings(method=method, max_new_tokens=24)
     lean_run = e.run("Write a haiku about the sea.", s)
-    saved, drafter.lean = drafter.lean, None
+    saved, drafter.cpu.lean = drafter.cpu.lean, None
     try:
         module_run = e.run("Write a haiku about the sea.", s)
     finally:
-        drafter.lean = saved
+        drafter.cpu.lean = saved
     assert lean_run.summary.token_ids == module_run.summary.token_ids
     if method == "eagle2":
         assert lean_run.summary.token_ids == van.summary.token_ids

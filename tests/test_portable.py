@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from conftest import tiny_head, tiny_target
-from eagle_core import DecodeSettings, Engine, from_model
+from eagle_core import DecodeSettings, Engine, FastPath, from_model
 from eagle_core.parting import first_parting
 from test_engine import PROMPTS, TREES  # the same trees and prompts as the kernel-path oracle tests
 from test_head3 import tiny_head3, tiny_target8
@@ -26,7 +26,7 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 def stock(target, dtype=torch.float32):
     """The same tiny model, on the stock path, in `dtype`."""
     t = from_model(target.model.to(dtype), target.tokenizer, name=target.name, eos_ids=target.eos_ids,
-                   kernels="stock")
+                   fast=FastPath.portable())
     assert t.forward_path == "transformers" and t.dtype == dtype
     return t
 

@@ -22,12 +22,12 @@ above in C: at batch size 1 the ~25 torch operations and 5 kernel calls of a lay
 of Python and dispatch, a fifth of a decode step over 30 layers. Its norm and silu are computed
 in C (a fixed summation order, a vectorised exp), so that path agrees with transformers to
 float32 rounding, not bit for bit; it is row invariant like every kernel here, so greedy EAGLE
-still reproduces vanilla decoding exactly (tests/test_lean.py). `EAGLE_C_LAYERS=0` keeps the
+still reproduces vanilla decoding exactly (tests/test_lean.py). FastPath(passes="ops") keeps the
 torch operations (bit for bit with transformers); a long prefill always takes them.
 
 `build(target)` decides once per model whether this applies (Llama / Qwen2 / Mistral decoders,
 CPU, float32, eagle_core.cpu.kernels installed, no sliding window in effect, the expected modules and
-no hooks) and returns the reason when it does not; `EAGLE_LEAN=0` forces the transformers path.
+no hooks) and returns the reason when it does not; FastPath(passes="modules") keeps transformers.
 Each call checks the few things that can change after load (the kernels swapped out by
 `Target.stock_kernels()`, training mode, hooks, the cache type, weights edited in place) and
 otherwise the target falls back to transformers for that call.
@@ -44,12 +44,9 @@ from torch.nn.modules import module as _torch_module
 
 from . import kernels
 from .kernels import attention
-from .kernels.build import switched_off
 from ..target.hf_compat import cache_kwarg
 from ..kvcache import GrowingLayer
 
-ENV = "EAGLE_LEAN"  # "0" (or off / false / no): always the transformers path
-C_ENV = "EAGLE_C_LAYERS"  # "0": the lean forward's torch operations, not one layer.c call per layer
 ARCHS = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral"}  # model_type -> transformers class prefix
 ATTENTIONS = (attention.NAME, "sdpa", "eager")  # attention implementations whose call this module can make
 
@@ -57,7 +54,7 @@ ATTENTIONS = (attention.NAME, "sdpa", "eager")  # attention implementations whos
 def c_weight_args(norms: tuple, prods: tuple) -> list | None:
     """layer.c's decoder_layer arguments for a layer's weights: (pointer or None, eps) per norm,
     then (packed weight, bias or None) per product; None if a norm or bias is not contiguous
-    float32. The pointers stay valid while the layer's tensors and _Products live."""
+    float32. The pointers stay valid while the layer's tensors and Products live."""
     tensors = [w for w, _ in norms if w is not None] + [p.bias for p in prods if p.bias is not None]
     if not all(t.is_contiguous() and t.dtype is torch.float32 for t in tensors):
         return None
@@ -82,13 +79,13 @@ def c_layer(h, n, D, H, G, d, inter, weights, cos, sin, k, v, start, mask, scale
         raise MemoryError("decoder layer kernel: out of memory")
 
 
-def _rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """The Llama RMSNorm of transformers, op for op (float32 in, so its dtype casts are no-ops)."""
     var = h.pow(2).mean(-1, keepdim=True)
     return weight * (h * torch.rsqrt(var + eps))
 
 
-class _Product:
+class Product:
     """y = x W^T (+ b) through one eagle_core.cpu.kernels backend, on a weight prepared once."""
 
     __slots__ = ("run", "state", "bias", "out_features", "packed")
@@ -114,23 +111,23 @@ def _fused_backend(installed, parts: list[kernels.Linear], shape: tuple[int, int
     return kernels.choose([shape])[shape]
 
 
-def _fused(installed, parts: list[kernels.Linear], own: bool = False) -> _Product:
+def stacked_product(installed, parts: list[kernels.Linear], own: bool = False) -> Product:
     w = torch.cat([p.weight.detach() for p in parts])  # (sum N, K)
     bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
     lin = kernels.linear_of(w, _fused_backend(installed, parts, tuple(w.shape), own))
     lin.prepare()
-    return _Product(lin.backend, lin._state, bias, w.shape[0])
+    return Product(lin.backend, lin._state, bias, w.shape[0])
 
 
-def _own(lin: kernels.Linear, own: bool = False) -> _Product:
+def own_product(lin: kernels.Linear, own: bool = False) -> Product:
     """An unfused product (o_proj, down_proj) on the Linear's own prepared weight (`own`: packed
     for smallgemm, in a copy of its own if the Linear was given another backend)."""
     if own and lin.backend is not kernels.SmallGemm:
         lin._state, lin._version = None, None  # not read by the lean forward: repacked on first use
-        return _fused(None, [lin], own=True)
+        return stacked_product(None, [lin], own=True)
     if lin._state is None or lin._version != kernels.weight_version(lin.weight):
         lin.prepare()
-    return _Product(lin.backend, lin._state, None if lin.bias is None else lin.bias.detach(), lin.out_features)
+    return Product(lin.backend, lin._state, None if lin.bias is None else lin.bias.detach(), lin.out_features)
 
 
 class _Layer:
@@ -143,10 +140,10 @@ class _Layer:
         self.attn = a  # passed to the attention function (it reads is_causal, GQA groups, training)
         self.ln1, self.eps1 = block.input_layernorm.weight.detach(), block.input_layernorm.variance_epsilon
         self.ln2, self.eps2 = block.post_attention_layernorm.weight.detach(), block.post_attention_layernorm.variance_epsilon
-        self.qkv = _fused(installed, [a.q_proj, a.k_proj, a.v_proj], own)
-        self.o = _own(a.o_proj, own)
-        self.gate_up = _fused(installed, [m.gate_proj, m.up_proj], own)
-        self.down = _own(m.down_proj, own)
+        self.qkv = stacked_product(installed, [a.q_proj, a.k_proj, a.v_proj], own)
+        self.o = own_product(a.o_proj, own)
+        self.gate_up = stacked_product(installed, [m.gate_proj, m.up_proj], own)
+        self.down = own_product(m.down_proj, own)
         self.scaling = a.scaling
         self.c_args = self._c_args()
 
@@ -163,7 +160,7 @@ def _projections(block) -> list[nn.Module]:
     return [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
 
 
-def _has_hooks(mod: nn.Module) -> bool:
+def has_hooks(mod: nn.Module) -> bool:
     return bool(mod._forward_hooks or mod._forward_pre_hooks)
 
 
@@ -174,13 +171,13 @@ def _global_hooks() -> bool:
 
 def unsupported(target) -> str | None:
     """Why the lean forward cannot run this target (None: it can)."""
-    if switched_off(ENV):
-        return f"{ENV}=0"
     if not str(target.device).startswith("cpu") or target.dtype is not torch.float32:
         return f"{target.device} {str(target.dtype).replace('torch.', '')} (lean: CPU float32 only)"
-    inst = target.kernels
+    inst, fast = target.kernels, target.fast
     if inst is None or not inst.swaps:
         return "eagle_core.cpu.kernels not installed"
+    if not fast.allows("ops"):
+        return f"FastPath(passes={fast.passes!r})"
     cfg, body = target.config, target.body
     prefix = ARCHS.get(getattr(cfg, "model_type", None))
     if prefix is None:
@@ -217,7 +214,7 @@ def unsupported(target) -> str | None:
                 or a.o_proj.in_features != H * d or H % G or d % 2
                 or block.mlp.gate_proj.out_features != block.mlp.up_proj.out_features):
             return f"layer {i}: unexpected projection shapes"
-    if any(_has_hooks(m) or "forward" in m.__dict__ for m in body.modules()) or _global_hooks():
+    if any(has_hooks(m) or "forward" in m.__dict__ for m in body.modules()) or _global_hooks():
         return "forward hooks or patched forwards on the model"
     return None
 
@@ -251,7 +248,7 @@ class LeanDecoder:
         self._sources = [t for b in self.blocks for p in _projections(b) for t in (p.weight, p.bias) if t is not None]
         self._inference = any(t.is_inference() for t in self._sources)  # (no version counter: storage only)
         self._lock = threading.Lock()
-        self._c_layers = not switched_off(C_ENV)
+        self._c_layers = target.fast.allows("layers")
         self.c_calls = 0  # forwards run as layer.c calls (tests read it to see which path ran)
         self._pack()
         for b in self.blocks:  # the separate packed forms of q/k/v/gate/up are not read here any more:
@@ -284,7 +281,7 @@ class LeanDecoder:
                 and isinstance(input_ids, torch.Tensor) and input_ids.device.type == "cpu"
                 and (cache is None or (isinstance(cache, self._cache_type) and not cache.offloading))
                 and (attention_mask is None or (isinstance(attention_mask, torch.Tensor) and attention_mask.dim() in (2, 4)))
-                and not any(_has_hooks(m) for m in self._watched) and not _global_hooks())
+                and not any(has_hooks(m) for m in self._watched) and not _global_hooks())
 
     def forward(self, input_ids, cache=None, position_ids=None, attention_mask=None, capture: tuple[int, ...] = ()):
         """input_ids (B, n) -> (last hidden states after the final norm (B, n, D), [the residual
@@ -311,14 +308,14 @@ class LeanDecoder:
         sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).unsqueeze(2)
         if self._fused_applies(layers, B, n, cache, mask, want):
             h = self._fused(layers, h, cache, mask, cos, sin, want)
-            h = _rms_norm(h, body.norm.weight.detach(), body.norm.variance_epsilon)
+            h = rms_norm(h, body.norm.weight.detach(), body.norm.variance_epsilon)
             return h, [want[i + nl if i < 0 else i] for i in capture]
         attend = self._attention_functions.get_interface(cfg._attn_implementation, self.eager)
         m = B * n
         for i, L in enumerate(layers):
             if i in want:
                 want[i] = h
-            x = _rms_norm(h, L.ln1, L.eps1).view(m, D)
+            x = rms_norm(h, L.ln1, L.eps1).view(m, D)
             qkv = L.qkv(x).view(B, n, H + 2 * G, d)
             qk = qkv[:, :, : H + G]
             qk = qk * cos + qk.roll(half, dims=-1) * sin  # RoPE on q and k at once, (B, n, H + G, d)
@@ -329,10 +326,10 @@ class LeanDecoder:
                 k, v = cache.update(k, v, i)  # the engine's GrowingLayer: (B, G, L, d) views
             out, _ = attend(L.attn, q, k, v, mask, dropout=0.0, scaling=L.scaling)  # (B, n, H, d)
             h = h + L.o(out.reshape(m, H * d)).view(B, n, D)
-            x = _rms_norm(h, L.ln2, L.eps2).view(m, D)
+            x = rms_norm(h, L.ln2, L.eps2).view(m, D)
             gu = L.gate_up(x)  # (m, 2I): [gate | up]
             h = h + L.down(F.silu(gu[:, :inter]) * gu[:, inter:]).view(B, n, D)
-        h = _rms_norm(h, body.norm.weight.detach(), body.norm.variance_epsilon)
+        h = rms_norm(h, body.norm.weight.detach(), body.norm.variance_epsilon)
         return h, [want[i + nl if i < 0 else i] for i in capture]
 
 

@@ -13,8 +13,7 @@ to torch's to float32 rounding, as the lean pass's layer.c already does for the 
 
 It applies where the lean pass runs a one-layer head as one layer.c call and the draft LM head is on
 eagle_core.cpu.kernels' own storages; elsewhere (other devices, other backends, hooks, several layers)
-`build` returns None and the drafter takes the lean pass. EAGLE_FUSED_DRAFT=0 in the environment
-keeps the lean pass, to measure the two against each other.
+`build` returns None and the drafter takes the lean pass; so does FastPath(passes="layers").
 """
 from __future__ import annotations
 
@@ -23,10 +22,8 @@ import ctypes
 import torch
 
 from . import kernels
-from .kernels.build import switched_off
-from .forward import _has_hooks
+from .forward import has_hooks
 
-ENV = "EAGLE_FUSED_DRAFT"
 _KIND = {kernels.SmallGemm.run: 0, kernels.SmallGemm16.run: 1, kernels.SmallGemm8.run: 2}
 _ERRORS = {-1: "out of memory", -2: "a token id outside the embedding table", -3: "a position outside the RoPE tables"}
 
@@ -102,8 +99,8 @@ class FusedPass:
 
     def applies(self, feats: torch.Tensor) -> bool:
         d = self.drafter
-        return (not switched_off(ENV) and d.lean is not None and d.lean.c_layers and d.lean.applies(feats)
-                and not _has_hooks(d.embed) and _kind(d.lm) is not None and kernels.library() is not None)
+        return (d.lean is not None and d.lean.c_layers and d.lean.applies(feats)
+                and not has_hooks(d.embed) and _kind(d.lm) is not None and kernels.library() is not None)
 
     def run(self, tokens, feats: list[torch.Tensor], pos0: int, pos_step: int, cache, mask: bytes | None,
             k: int = 0, top_from: int = 0, fuse: bool = False):
@@ -158,9 +155,12 @@ def _rows(top_v, top_i, m: int, k: int):
     return [v[r * k:(r + 1) * k] for r in range(m)], [i[r * k:(r + 1) * k] for r in range(m)]
 
 
-def build(drafter) -> tuple[FusedPass | None, str]:
-    """-> (the fused pass or None, why not), decided once per drafter; a call checks `applies`."""
+def build(drafter, fast) -> tuple[FusedPass | None, str]:
+    """-> (the fused pass or None, why not), decided once per drafter (`drafter`: its CpuDrafting,
+    cpu/drafting.py) under the options `fast`; a call checks `applies`."""
     lean = drafter.lean
+    if not fast.allows("fused"):
+        return None, f"FastPath(passes={fast.passes!r})"
     if lean is None:
         return None, "no lean head pass"
     layers = lean.packed().layers

@@ -1,10 +1,10 @@
 """A lean drafting pass of the draft head on a CPU: the head's arithmetic in a few calls.
 
 A drafting cycle runs the head twice (a catch-up on the accepted tokens, then one expansion per
-tree depth), each on one or two rows. Through its modules a pass costs ~1.8 ms on the AMD Zen 4
-machine, of which the head's eight products are ~0.4 ms; the rest is ~60 small tensor
-operations, module calls, SDPA's set-up and its copy of the cache's keys and values to every
-query head (grouped-query attention). This pass runs the same layer as:
+tree depth), each on one or two rows. Through its modules most of a pass is not the head's eight
+products but ~60 small tensor operations, module calls, SDPA's set-up and its copy of the cache's
+keys and values to every query head (docs/performance.md, "The engine's CPU kernels"). This pass runs the same
+layer as:
 
     (EAGLE-1/2) h = fc(cat(emb, f))  (EAGLE-3) x = cat(norm(emb), norm(h)), h or norm(h) as residual
     ONE product [Wq; Wk; Wv] -> RoPE on q and k together, from a table of the head's own cos/sin
@@ -21,10 +21,10 @@ Drafting with a cache on a CPU in float32 takes this attention kernel in the mod
 Where every product of a layer is on smallgemm (float32 or float16 panels), the layer from the
 q/k/v product to the last residual is ONE call into kernels/layer.c, as in the target's lean
 forward (eagle_core/cpu/forward.py): the same trees, q values equal to float32 rounding (its norm and
-silu are computed in C). `EAGLE_C_LAYERS=0` keeps the torch operations.
+silu are computed in C). FastPath(passes="ops") keeps the torch operations.
 
 `build(head)` returns None, with the reason, when the pass does not apply (another device or
-dtype, the head's products not on eagle_core.cpu.kernels, hooks, EAGLE_LEAN=0); a call checks the few things
+dtype, the head's products not on eagle_core.cpu.kernels, hooks, FastPath(passes="modules")); a call checks the few things
 that can change after load and otherwise returns None so the drafter runs the modules.
 """
 from __future__ import annotations
@@ -38,8 +38,8 @@ from . import kernels
 from ..drafting.head import EagleHead
 from ..drafting.head3 import Eagle3Head
 from .kernels import attention
-from .forward import C_ENV, ENV, _fused, _has_hooks, _own, _Product, c_layer, c_weight_args, switched_off
-from .forward import _rms_norm as _rms  # head_parts.RMSNorm on float32, op for op
+from .forward import Product, c_layer, c_weight_args, has_hooks, own_product, stacked_product
+from .forward import rms_norm as _rms  # head_layers.RMSNorm on float32, op for op
 
 
 def _product(installed, parts):
@@ -52,9 +52,9 @@ def _product(installed, parts):
     elif kernels.SmallGemm16.exact(w):
         storage = kernels.SmallGemm16
     else:
-        return _fused(installed, parts) if len(parts) > 1 else _own(parts[0])
+        return stacked_product(installed, parts) if len(parts) > 1 else own_product(parts[0])
     bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
-    return _Product(storage, storage.prepare(w), bias, w.shape[0])
+    return Product(storage, storage.prepare(w), bias, w.shape[0])
 
 
 class _HeadLayer:
@@ -101,10 +101,8 @@ def products(head) -> list:
     return mods
 
 
-def unsupported(head) -> str | None:
-    """Why the lean pass cannot run this head (None: it can)."""
-    if switched_off(ENV):
-        return f"{ENV}=0"
+def unsupported(head, fast) -> str | None:
+    """Why the lean pass cannot run this head under the options `fast` (None: it can)."""
     if not isinstance(head, (EagleHead, Eagle3Head)):
         return f"head type {type(head).__name__}"
     if kernels.library() is None:
@@ -119,8 +117,10 @@ def unsupported(head) -> str | None:
         a = L.self_attn
         if len({p.bias is None for p in (a.q_proj, a.k_proj, a.v_proj)}) > 1 or L.d % 8 or L.n_heads % L.n_kv:
             return "unexpected head layer shapes"
-    if any(_has_hooks(m) or "forward" in m.__dict__ for m in head.modules()):
+    if any(has_hooks(m) or "forward" in m.__dict__ for m in head.modules()):
         return "forward hooks or patched forwards on the head"
+    if not fast.allows("ops"):
+        return f"FastPath(passes={fast.passes!r})"
     return None
 
 
@@ -129,15 +129,15 @@ class LeanHead:
     weights, the RoPE tables) is replaced whole, never edited, so a call running beside a repack
     sees one consistent version."""
 
-    def __init__(self, head):
+    def __init__(self, head, c_layers: bool = True):
         self.head = head
         self.eagle3 = isinstance(head, Eagle3Head)
-        self.installed = kernels.Installed([], {}, "smallgemm")  # what lean._fused reads: the policy
+        self.installed = kernels.Installed([], {}, "smallgemm")  # what forward.stacked_product reads: the policy
         self._sources = [t for p in products(head) for t in (p.weight, p.bias) if t is not None]
         self._modules = tuple(head.modules())  # whose hooks a call checks (walking the tree each call: ~10 us)
         self._packed, self._seen = self._pack(), self._fingerprint()
         self._rope = None  # (cos, sin) tables by position, grown on demand (rope_rows)
-        self.c_layers = not switched_off(C_ENV)
+        self.c_layers = c_layers  # each layer as one layer.c call where it can be
         self.c_calls = 0  # layers run as layer.c calls (tests read it to see which path ran)
 
     def _fingerprint(self) -> list:
@@ -192,7 +192,7 @@ class LeanHead:
     def applies(self, x: torch.Tensor) -> bool:
         return (x.device.type == "cpu" and x.dtype is torch.float32 and not self.head.training
                 and not torch.is_grad_enabled()
-                and not any(_has_hooks(m) for m in self._modules))
+                and not any(has_hooks(m) for m in self._modules))
 
     def __call__(self, emb, feats, positions, cache, mask=None) -> torch.Tensor:
         """emb (n, H) token embeddings; feats (n, H) features (EAGLE-3: fused or its own output);
@@ -253,7 +253,7 @@ class LeanHead:
         return h + L.down(F.silu(gu[:, : L.inter]) * gu[:, L.inter:])
 
 
-def build(head) -> tuple[LeanHead | None, str]:
-    """-> (the lean pass or None, why not)."""
-    reason = unsupported(head)
-    return (None, reason) if reason is not None else (LeanHead(head), "")
+def build(head, fast) -> tuple[LeanHead | None, str]:
+    """-> (the lean pass or None, why not), under the options `fast` (cpu/options.py)."""
+    reason = unsupported(head, fast)
+    return (None, reason) if reason is not None else (LeanHead(head, fast.allows("layers")), "")

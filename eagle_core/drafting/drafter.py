@@ -24,7 +24,8 @@ import math
 
 import torch
 
-from ..cpu import fused_pass as draft_fused, head_pass as lean_head, kernels
+from ..cpu.drafting import for_drafter
+from ..cpu.kernels import linear_of
 from ..cpu.kernels.rows import row_topk
 from ..config import DecodeSettings
 from .head import EagleHead, HeadCache
@@ -61,12 +62,9 @@ class TreeBuilder:
 
 
 class Drafter:
-    # How the target's LM-head rows of a reduced draft vocabulary are stored for the draft's products
-    # on a CPU (below): "int8" (one scale per row), "float16" or "float32" (the target's values)
-    DRAFT_ROWS = "int8"
-    # The head's own products (fc, q/k/v/o, gate/up/down) on a CPU: "int8" rows with a scale per row
-    # (kernels.SmallGemm8, in the modules and the lean pass alike) or "as loaded" (float16 values)
-    HEAD_WEIGHTS = "int8"
+    """The portable drafter: the head's modules and torch's top k, on any device. On a CPU with the
+    engine's kernels `cpu` (eagle_core/cpu/drafting.py, decided once here from the target's options)
+    is asked first at each step, and None from it means the portable code runs."""
 
     def __init__(self, head, target, draft_vocab: list[int] | None = None):
         self._check_fits(head, target)
@@ -74,32 +72,11 @@ class Drafter:
         self.target = target
         self.embed = target.embed
         self.vocab_map, self.lm_weight = self._draft_lm(head, target, draft_vocab)
-        # The head's layers and its LM-head product run on the target's CPU kernels (eagle_core.cpu.kernels).
-        backend = target.linear_backend(tuple(self.lm_weight.shape))
-        own = (backend is not None and kernels.library() is not None and self.lm_weight.dtype is torch.float32
-               and self.lm_weight.device.type == "cpu" and target.kernels.policy in ("auto", "smallgemm"))
-        rows = self.DRAFT_ROWS if own and self.vocab_map is not None else "float32"
-        if rows == "int8" and kernels.SmallGemm8.serves(self.lm_weight):
-            # A reduced draft vocabulary's rows are a copy, read twice a cycle from memory (a
-            # verification has just streamed the target's weights through the caches). As int8 with a
-            # scale per row (kernels/gemv8.c) they are a quarter of float32's bytes; docs/performance.md
-            # has the drafting time and tau of int8, float16 and float32 rows. The draft's q moves by
-            # the rounding; verification, and so the output, never reads these rows.
-            self.lm_weight, backend = kernels.SmallGemm8.rounded(self.lm_weight), kernels.SmallGemm8.name
-        elif rows in ("int8", "float16"):
-            # float16 values, read as float16 by smallgemm: half the bytes of float32. Zen 5 (family
-            # 26, model 2), 2,2,4, 8 prompts: drafting 1.58 ms a cycle against 1.73 (float32 rows)
-            self.lm_weight = self.lm_weight.half().float()
-        if own and backend != kernels.SmallGemm8.name and kernels.SmallGemm16.exact(self.lm_weight):
-            backend = "smallgemm16"  # float16 values (an EAGLE-3 head's own LM head): half the bytes, same bits
-        self.lm = kernels.linear_of(self.lm_weight, backend)
-        if getattr(target, "kernels", None) is not None and target.kernels.swaps:
-            kernels.install(head, target.kernels.policy)
-        self._head_int8(head, own and self.HEAD_WEIGHTS == "int8")
-        # the head's drafting pass in a few calls where it applies (eagle_core/cpu/head_pass.py)
-        self.lean, self.lean_note = lean_head.build(head)
-        # and where that pass is one layer.c call, the whole pass and the draft's top k in one call
-        self.fused, self.fused_note = draft_fused.build(self)
+        self.cpu = for_drafter(self)
+        if self.cpu is not None:  # the draft LM head's rows as the CPU path stores them
+            self.lm_weight, self.lm = self.cpu.lm_weight, self.cpu.lm
+        else:
+            self.lm = linear_of(self.lm_weight, None)
 
     @staticmethod
     def _check_fits(head, target) -> None:
@@ -124,20 +101,6 @@ class Drafter:
         vocab_map = torch.tensor(draft_vocab, dtype=torch.long, device=w.device)
         return vocab_map, w[vocab_map].detach().clone()
 
-    @staticmethod
-    def _head_int8(head, on: bool) -> None:
-        """The head's products from int8 rows (on), or back to the backend kernels.install gave them.
-        Half the bytes of the float16 weights a drafting pass reads from memory twice a cycle; the
-        draft's q moves by the rounding (docs/performance.md), never the output."""
-        for lin in lean_head.products(head):
-            if not isinstance(lin, kernels.Linear):
-                continue
-            if on and lin.backend is not kernels.SmallGemm8 and kernels.SmallGemm8.serves(lin.weight.detach()):
-                lin.installed_backend = lin.backend
-                lin.backend, lin._state, lin._version = kernels.SmallGemm8, None, None
-            elif not on and lin.backend is kernels.SmallGemm8:
-                lin.backend, lin._state, lin._version = lin.installed_backend, None, None
-
     def new_cache(self, max_len: int) -> HeadCache:
         return self.head.new_cache(max_len)
 
@@ -154,10 +117,9 @@ class Drafter:
         and target ids, as host lists (one transfer). On a CPU one row kernel call (rows.c's
         row_topk, where torch made three calls over the whole draft vocabulary a row)."""
         k = min(k, self.lm.out_features)
-        if self.fused is not None and feats.is_contiguous() and self.fused.applies(feats):
-            top = self.fused.top(feats, k)
-            if top is not None:
-                return top
+        top = self.cpu.top(feats, k) if self.cpu is not None else None
+        if top is not None:
+            return top
         logits = self._logits(feats)
         v, i = row_topk(logits, k) or torch.log_softmax(logits, -1).topk(k, dim=-1)
         v, i = torch.stack([v.double(), self._ids(i).double()]).tolist()  # one transfer from a device
@@ -166,8 +128,9 @@ class Drafter:
     def _run(self, tokens: torch.Tensor, feats: torch.Tensor, positions: torch.Tensor, cache: HeadCache, mask=None):
         """tokens (n,), feats (n, H), positions (n,) -> predicted features (n, H)."""
         emb = self.embed(tokens.to(self.lm_weight.device))
-        if self.lean is not None and self.lean.applies(feats):
-            return self.lean(emb.to(feats.dtype), feats, positions, cache, mask)
+        out = self.cpu.run(emb, feats, positions, cache, mask) if self.cpu is not None else None
+        if out is not None:
+            return out
         emb = emb[None].to(feats.dtype)
         out = self.head(emb, feats[None].to(emb.dtype), positions, mask=mask, cache=cache)
         return out[0]
@@ -176,9 +139,9 @@ class Drafter:
     def catch_up(self, cache: HeadCache, feats: torch.Tensor, next_tokens: torch.Tensor, start_pos: int) -> torch.Tensor:
         """Feed committed pairs (f_t, x_{t+1}) for t = start_pos.. ; returns the root's predicted feature (H,)."""
         assert cache.length == start_pos, f"head cache holds {cache.length} positions, expected {start_pos}"
-        if self.fused is not None and self.fused.applies(feats):
-            rows = feats if feats.is_contiguous() else feats.contiguous()
-            return self.fused.run(next_tokens, list(rows), start_pos, 1, cache, None)[0][-1]
+        out = self.cpu.catch_up(next_tokens, feats, start_pos, cache) if self.cpu is not None else None
+        if out is not None:
+            return out[-1]
         pos = torch.arange(start_pos, start_pos + feats.shape[0], device=feats.device)
         return self._run(next_tokens, feats, pos, cache)[-1]
 
@@ -206,22 +169,10 @@ class Drafter:
                     pos: int, k: int):
         """_expand, then each node's top k: -> (features (m, H), (values, target ids) host lists or
         None: then the caller asks _top). On a CPU one kernel call (eagle_core/cpu/fused_pass.py)."""
-        if self.fused is None or not self.fused.applies(parents[0]):
-            return self._expand(cache, tree, frontier, torch.stack(parents), pos), None
-        m, base = len(frontier), cache.length
-        rows = []
-        for j, node in enumerate(frontier):
-            row = bytearray(base + m)  # the kernel's mask row: 1 = may attend
-            row[:tree.committed] = b"\x01" * tree.committed
-            a = tree.parents[node]
-            while a > 0:
-                row[tree.slots[a]] = 1
-                a = tree.parents[a]
-            row[base + j] = 1
-            tree.slots[node] = base + j
-            rows.append(row)
-        return self.fused.run([tree.tokens[i] for i in frontier], parents, pos, 0, cache, bytes(b"".join(rows)),
-                              min(k, self.lm.out_features))
+        out = self.cpu.expand_top(cache, tree, frontier, parents, pos, k) if self.cpu is not None else None
+        if out is not None:
+            return out
+        return self._expand(cache, tree, frontier, torch.stack(parents), pos), None
 
     def _expand(self, cache: HeadCache, tree: TreeBuilder, frontier: list[int], parent_feats: torch.Tensor,
                 pos: int) -> torch.Tensor:

@@ -21,10 +21,6 @@ from .head3 import Eagle3Head, check_fits
 
 
 class Eagle3Drafter(Drafter):
-    # Its LM head is its own trained weights (float16 values): as int8 rows like EAGLE-2's target rows
-    # on a CPU (Drafter.__init__), or "float32" to keep them as they are (read from float16 storage)
-    DRAFT_ROWS = "int8"
-
     def __init__(self, head: Eagle3Head, target):
         self.target_layers = check_fits(head.config, target)  # raises ValueError naming both sizes
         super().__init__(head, target)
@@ -48,12 +44,12 @@ class Eagle3Drafter(Drafter):
         """Feed committed pairs (a_t, x_{t+1}), a_t = the target's captured layer inputs (m, 3H);
         returns the root's feature (H,) for the first draft step."""
         assert cache.length == start_pos, f"head cache holds {cache.length} positions, expected {start_pos}"
-        if self.fused is not None and self.fused.applies(feats):  # fc, norms and the layer in one call
-            rows = feats if feats.is_contiguous() else feats.contiguous()
-            return self.fused.run(next_tokens, list(rows), start_pos, 1, cache, None, fuse=True)[0][-1]
-        if self.lean is not None and self.lean.applies(feats):
-            fused = self.lean.fuse(feats)  # (m, H), the same bits as head.fuse
-        else:
+        cpu = self.cpu
+        out = cpu.catch_up(next_tokens, feats, start_pos, cache, fuse=True) if cpu is not None else None
+        if out is not None:  # fc, norms and the layer in one call
+            return out[-1]
+        fused = cpu.fuse(feats) if cpu is not None else None  # (m, H), the same bits as head.fuse
+        if fused is None:
             fused = self.head.fuse(feats.to(self.head.fc.weight.dtype))
         pos = torch.arange(start_pos, start_pos + feats.shape[0], device=feats.device)
         return self._run(next_tokens, fused, pos, cache)[-1]

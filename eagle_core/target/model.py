@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..cpu import forward as lean, kernels
+from ..cpu.options import FastPath
 from .hf_compat import cache_kwarg
 from .hub import TARGET_FILES, local_dir
 from ..paths import cache_root
@@ -117,6 +118,7 @@ class Target:
     load_kind: str = ""  # "gguf (converted)", "cache", "hub/dir"
     eos_ids: tuple[int, ...] = field(default=())
     kernels: object = None  # eagle_core.cpu.kernels.Installed: which backend runs each linear layer
+    fast: FastPath = field(default_factory=FastPath.default)  # the CPU fast path's options, fixed at load
 
     def __post_init__(self):
         cfg = self.model.config
@@ -282,10 +284,9 @@ def tokenizer_missing(path: str) -> list[str]:
 
 
 def load_target(model: str | None = None, device: str | None = None, dtype: torch.dtype | None = None,
-                kernels: str | None = None) -> Target:
+                fast: FastPath | None = None) -> Target:
     """Load the target. `model`: None/"smollm2-135m" for the embedded default, a hub id or a directory.
-    `kernels`: the CPU linear-layer policy ("auto", a backend name or "stock"; default $EAGLE_KERNELS
-    or "auto"), see eagle_core.cpu.kernels."""
+    `fast`: the CPU fast path's options (eagle_core/cpu/options.py; None: FastPath.default())."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from transformers import AutoConfig
@@ -321,18 +322,20 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
         raise ValueError(f"model type {mtype!r} is not supported; use a {'/'.join(SUPPORTED_TYPES)} model")
     m.to(device).eval()
     m.requires_grad_(False)
-    installed = _install_kernels(m, kernels)
+    fast = fast or FastPath.default()
     return Target(m, tok, name=name, device=device, dtype=dtype, load_s=time.perf_counter() - t0, load_kind=kind,
-                  kernels=installed)
+                  kernels=_install_kernels(m, fast), fast=fast)
 
 
-def _install_kernels(model, policy: str | None):
-    return kernels.install(model, policy) if next(model.parameters()).device.type == "cpu" else None
+def _install_kernels(model, fast: FastPath):
+    return kernels.install(model, fast.kernels) if next(model.parameters()).device.type == "cpu" else None
 
 
-def from_model(model, tokenizer, name: str = "custom", eos_ids: tuple[int, ...] = (), kernels: str | None = None) -> Target:
-    """Wrap an already-built model (tests build tiny random ones); `kernels` as for load_target."""
+def from_model(model, tokenizer, name: str = "custom", eos_ids: tuple[int, ...] = (),
+               fast: FastPath | None = None) -> Target:
+    """Wrap an already-built model (tests build tiny random ones); `fast` as for load_target."""
     p = next(model.parameters())
     model.eval().requires_grad_(False)
+    fast = fast or FastPath.default()
     return Target(model, tokenizer, name=name, device=str(p.device), dtype=p.dtype, eos_ids=tuple(eos_ids),
-                  kernels=_install_kernels(model, kernels))
+                  kernels=_install_kernels(model, fast), fast=fast)

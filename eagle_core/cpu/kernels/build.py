@@ -57,9 +57,12 @@ def _has_avx2_fma() -> bool:
 _LIB: list = []  # [ctypes library or None, reason]
 
 
-def switched_off(name: str) -> bool:
-    """Is the environment variable `name` set to 0 / off / false / no (unset: on)?"""
-    return os.environ.get(name, "1").strip().lower() in ("0", "off", "false", "no")
+PORTABLE_ENV = "EAGLE_PORTABLE"  # "1": no C kernel at all, the portable path (cpu/options.py)
+
+
+def portable_forced() -> bool:
+    """Is EAGLE_PORTABLE set to 1 / on / true / yes?"""
+    return os.environ.get(PORTABLE_ENV, "").strip().lower() in ("1", "on", "true", "yes")
 
 
 def compile_kernels(path: str, defines: tuple[str, ...] = ()):
@@ -111,7 +114,9 @@ def library():
     if _LIB:
         return _LIB[0]
     lib, why = None, ""
-    if not _has_avx2_fma():
+    if portable_forced():
+        why = f"{PORTABLE_ENV}=1: the portable path, no C kernels"
+    elif not _has_avx2_fma():
         why = f"needs an x86-64 CPU with AVX2 and FMA (this is {platform.machine()}, "
         why += f"{torch.backends.cpu.get_cpu_capability()})"
     else:

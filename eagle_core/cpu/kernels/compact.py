@@ -3,22 +3,20 @@
 `move_rows(layers, context, keep)` moves, in every layer's keys and values, entry context + keep[j]
 to context + j; it returns False, having moved nothing, where it cannot serve (no compiled kernels,
 a tensor off the CPU, a batch of more than one, rows not contiguous), and the caller does the same
-with torch. EAGLE_COMPACT_KERNEL=0 makes it always False.
+with torch.
 """
 from __future__ import annotations
 
 import ctypes
 
-from .build import library, switched_off
-
-ENV = "EAGLE_COMPACT_KERNEL"
+from .build import library
 
 
 def move_rows(layers, context: int, keep: list[int]) -> bool:
     """keep: tree offsets with keep[j] >= j (a path through a tree listed parents first is one), so
     moving rows in order of j never overwrites one still to be read."""
     lib = library()
-    if lib is None or switched_off(ENV) or any(keep[j] < j for j in range(len(keep))):
+    if lib is None or any(keep[j] < j for j in range(len(keep))):
         return False
     ptrs, heads, hs, rs, rb = [], [], [], [], []
     for layer in layers:

@@ -19,7 +19,7 @@ calibration: a row alone and inside 5/16/24-row batches must be equal bit for bi
 EAGLE run reproduces the vanilla run exactly by construction, not only by argmax luck. Gradients,
 other dtypes and other devices go through F.linear unchanged: CUDA and MPS keep their own kernels.
 
-Set EAGLE_KERNELS=mkl|onednn|openblas|smallgemm to force one backend, or "stock" to install none.
+FastPath(kernels=...) (eagle_core/cpu/options.py) forces one backend by name, or "stock" to install none.
 """
 from __future__ import annotations
 
@@ -334,16 +334,11 @@ class Installed:
                 attention.set_attention(self.attention[0], attention.NAME)
 
 
-def policy_from_env(default: str = "auto") -> str:
-    return os.environ.get("EAGLE_KERNELS", default).strip().lower() or default
-
-
-def install(model: nn.Module, policy: str | None = None) -> Installed:
+def install(model: nn.Module, policy: str = "auto") -> Installed:
     """Swap every float32 CPU nn.Linear in `model` for a `Linear` on the chosen backend.
     policy: "auto" (measure, cached), a backend name, or "stock" (change nothing)."""
-    policy = policy or policy_from_env()
     if policy not in ("auto", "stock", *BACKENDS):
-        raise ValueError(f"EAGLE_KERNELS / kernels must be auto, stock or one of {', '.join(BACKENDS)}; got {policy!r}")
+        raise ValueError(f"FastPath.kernels must be auto, stock or one of {', '.join(BACKENDS)}; got {policy!r}")
     targets = [(parent, attr, mod) for parent in model.modules() for attr, mod in parent.named_children()
                if type(mod) is nn.Linear and mod.weight.device.type == "cpu" and mod.weight.dtype == torch.float32]
     if policy == "stock" or not targets:

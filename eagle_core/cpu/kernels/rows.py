@@ -5,23 +5,20 @@ makes two calls (`max`, then `logsumexp`). `row_topk`: the drafter's k best toke
 log-softmax values, where torch makes three (log_softmax over the row, topk, then exp on the host
 side). See rows.c for what they compute and why. Each returns None where it cannot serve (another
 device or dtype, no compiled kernels, a row with NaN or too few finite values), and the caller
-computes the same with torch. EAGLE_ROW_KERNEL=0 in the environment makes both always None, to
-measure the two against each other.
+computes the same with torch.
 """
 from __future__ import annotations
 
 import torch
 
-from .build import library, switched_off
-
-ENV = "EAGLE_ROW_KERNEL"
+from .build import library
 
 
 def _library_for(rows: torch.Tensor):
     """The kernels' library if rows.c can read `rows` ((n, V) float32 on the CPU, rows contiguous,
-    V > 0) and is not switched off, else None."""
+    V > 0), else None."""
     lib = library()
-    if (lib is None or switched_off(ENV) or rows.device.type != "cpu" or rows.dtype is not torch.float32
+    if (lib is None or rows.device.type != "cpu" or rows.dtype is not torch.float32
             or rows.dim() != 2 or rows.stride(1) != 1 or rows.shape[1] == 0):
         return None
     return lib

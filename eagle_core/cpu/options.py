@@ -1,0 +1,59 @@
+"""How an engine uses the CPU fast path: one options object, decided once when the target loads.
+
+    load_engine(fast=FastPath(...))   load_target(..., fast=...)   from_model(..., fast=...)
+
+The defaults are what ships. The other values exist for the equality tests, which run one model
+down two paths and compare the bits, and for A/B timing (docs/performance.md, "Measuring").
+`EAGLE_PORTABLE=1` in the environment is the one switch left: the portable path everywhere (stock
+torch modules, no C kernel at all), as on a GPU, to rule the fast path in or out while debugging.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .kernels.build import PORTABLE_ENV, portable_forced
+
+PASSES = ("fused", "layers", "ops", "modules")  # deepest first
+DRAFT_ROWS = ("int8", "float16", "float32")
+HEAD_WEIGHTS = ("int8", "as loaded")
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """kernels       the target's (and heads') float32 linear layers: "auto" (a batch-invariant backend
+                  measured per shape, cached per machine), a backend name (smallgemm, onednn, openblas,
+                  mkl), or "stock" (nn.Linear as loaded: the portable path, and nothing below applies)
+    passes        how far the passes are fused: "fused" (a drafting pass is one kernel call),
+                  "layers" (one layer.c call per decoder layer), "ops" (the same arithmetic as a few
+                  torch operations per layer), "modules" (transformers and the head's own modules)
+    draft_rows    a reduced draft vocabulary's LM-head rows: "int8" (a scale per row), "float16", "float32"
+    head_weights  the head's own products: "int8" (a scale per row) or "as loaded"
+    Verification reads the target's own weights on every path, so the output never depends on these;
+    int8 rows move the draft's q by their rounding (docs/performance.md, "Drafting from int8 weights")."""
+
+    kernels: str = "auto"
+    passes: str = "fused"
+    draft_rows: str = "int8"
+    head_weights: str = "int8"
+
+    def __post_init__(self):
+        for name, allowed in (("passes", PASSES), ("draft_rows", DRAFT_ROWS), ("head_weights", HEAD_WEIGHTS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"FastPath.{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
+
+    @classmethod
+    def default(cls) -> "FastPath":
+        """What an engine gets when no options are given: the shipped defaults, or the portable path
+        where EAGLE_PORTABLE=1."""
+        return cls.portable() if portable_forced() else cls()
+
+    @classmethod
+    def portable(cls) -> "FastPath":
+        return cls(kernels="stock", passes="modules", draft_rows="float32", head_weights="as loaded")
+
+    def allows(self, passes: str) -> bool:
+        """Whether the passes may go as far as `passes` ("fused", "layers", "ops")."""
+        return self.kernels != "stock" and PASSES.index(self.passes) <= PASSES.index(passes)
+
+
+__all__ = ["FastPath", "PASSES", "PORTABLE_ENV"]

@@ -35,7 +35,7 @@
 #endif
 /* Into which cache the AVX-512 tiles prefetch: 1 = L2 (prefetcht1), 0 = L1 (prefetcht0), -1 = by the CPU's
  * vendor: L2 on Intel, L1 elsewhere. An L1 prefetch holds one of the core's few L1 miss buffers until its
- * line arrives from memory; an L2 prefetch leaves them to the loads, and was faster on the Intel measured
+ * line arrives from memory; an L2 prefetch leaves them to the loads, and was faster there
  * (docs/performance.md, "The kernels' choices, measured"). */
 #ifndef PREFETCH512_L2
 #define PREFETCH512_L2 (-1)

@@ -2,22 +2,19 @@
 
 Why. Gradio's status tracker (frontend chunk `statustracker-*.js`, Gradio 6.31) counts the
 "elapsed" seconds of a pending event with a requestAnimationFrame loop, 60 times a second, and
-one such loop runs even on an idle page (measured on a page holding a single gr.Button, and on
-this app's page: 60.5 animation frames a second with nothing happening). During a run every
-output's tracker is pending, so each runs its own loop. Measured on the 2-core machine with
-headless Chromium (AMD EPYC, 2 vCPU): the idle page alone cost Chromium 10-15% of a core
-(about:blank: 1-5%), and a CLI decode running beside that idle page lost 8-12% of its tokens/s
-(EAGLE 12.3-13.1 vs 13.6-13.8, vanilla 15.5-16.1 vs 16.4-18.8 tok/s). A two-thread decode waits for
-its slower thread at every parallel region, so a browser waking up 60 times a second costs
-it far more than the browser's own CPU time. That is the page's timing not telling the truth
-(issue 11).
+one such loop runs even on an idle page (a page holding a single gr.Button, and this app's page).
+During a run every output's tracker is pending, so each runs its own loop. A two-thread decode
+waits for its slower thread at every parallel region, so a browser waking up 60 times a second on
+the same 2-core machine costs it far more than the browser's own CPU time: a CLI decode beside the
+idle page lost tokens/s (docs/app.md, "After the animation-frame fix"). That is the page's timing
+not telling the truth (issue 11).
 
 What. The script wraps `window.requestAnimationFrame`: a frame requested from the status
 tracker's code runs after TRACKER_FRAME_MS instead of at the next frame, every other caller is
 untouched (plotly, Svelte transitions). The tracker's elapsed-time label (hidden in this app
-during timed runs anyway) then advances once a second instead of 60 times. Measured with it:
-the idle page costs Chromium 0.2-5% of a core (3% with the wrapper as a Playwright init script,
-where the CLI beside it decoded as fast as beside about:blank).
+during timed runs anyway) then advances once a second instead of 60 times. With it the idle page
+costs Chromium a few percent of a core, and a CLI decode beside it runs about as fast as beside
+about:blank (the same section of docs/app.md).
 
 How it runs first. The tracker keeps its own reference to requestAnimationFrame from the
 moment its module loads, before Gradio inserts `launch(head=...)` into the page, so `head=`

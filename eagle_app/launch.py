@@ -17,11 +17,11 @@ from .layout import CSS, THEME
 def queue(demo: gr.Blocks) -> gr.Blocks:
     demo.queue(max_size=32, default_concurrency_limit=8)
     guard_inputs(demo)
-    # Gradio's queue looks for new events every 1 ms and for progress every 10 ms, idle or busy: measured
-    # ~850 wake-ups a second and 7% of a core on the idle server, all on its event-loop thread, which on a
-    # 2-core machine takes turns with the decoder's two OpenMP threads. Polling every 50 ms / 100 ms: 28
-    # wake-ups a second and 1%; a queued event starts at most 50 ms later. (Attributes of gradio 6.31's
-    # Queue, pinned in requirements.txt; a version without them keeps its own polling.)
+    # Gradio's queue looks for new events every 1 ms and for progress every 10 ms, idle or busy: hundreds
+    # of wake-ups a second on its event-loop thread, which on a 2-core machine takes turns with the
+    # decoder's two OpenMP threads. Polling every 50 ms / 100 ms wakes it a few dozen times a second; a
+    # queued event starts at most 50 ms later (docs/app.md, "Gradio's queue polling"). (Attributes of
+    # gradio 6.31's Queue, pinned in requirements.txt; a version without them keeps its own polling.)
     for attr, seconds in (("sleep_when_free", 0.05), ("progress_update_sleep_when_free", 0.1)):
         if hasattr(demo._queue, attr):
             setattr(demo._queue, attr, seconds)

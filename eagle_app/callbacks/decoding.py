@@ -8,8 +8,8 @@ page receives nothing (or, with EAGLE_APP_PROGRESS_S > 0, a one-line progress up
 often); the text, the tree, the charts and the replay are drawn once, after both runs have
 finished. Redrawing plotly figures every cycle made the browser (on the same 2-core machine)
 take a core from the decoder during EAGLE only, which made EAGLE look 2.5x slower than it is;
-even the once-a-second progress line cost vanilla up to 30%. Step mode is not timed and draws
-every step.
+even the once-a-second progress line cost vanilla up to 30% (docs/app.md, "How it behaves").
+Step mode is not timed and draws every step.
 """
 from __future__ import annotations
 

@@ -39,8 +39,8 @@ def time_forward(target, rows=ROWS, context: int = 300, repeats: int = 7, seed: 
     The row counts are interleaved (one forward of each k per round, after two untimed rounds), so
     a drift in the machine's speed during the run, which on these shared virtual CPUs can exceed
     20%, moves every t(k) alike and not only the ratio's numerator. `bandwidth`: a list to append
-    the read bandwidth (GB/s) measured in each timed round, beside the forwards it bounds (on these
-    machines it moved between ~35 and ~95 GB/s within minutes), followed by an untimed forward."""
+    the read bandwidth (GB/s) measured in each timed round, beside the forwards it bounds (it moves
+    within minutes: docs/performance.md, "What holds now"), followed by an untimed forward."""
     timing = ForwardTiming(target, context, seed)  # every tensor on the target's device, the device synchronised
     steps = {}
     for k in rows:
@@ -60,8 +60,8 @@ def time_forward(target, rows=ROWS, context: int = 300, repeats: int = 7, seed: 
         if bandwidth is not None and r >= 2:
             bandwidth.append(kernels.stream_bandwidth(reps=1))
             # one untimed forward after the 256 MB read, so the next round's first k (1) runs after a
-            # forward like every other k does: straight after the read, t(1) measured ~1 ms slower than
-            # t(2) on a Zen 5 (its activations, cache and the interpreter's data come back colder)
+            # forward like every other k does: straight after the read its data come back colder and
+            # t(1) came out slower than t(2) (docs/performance.md, "The kernels' choices, measured")
             steps[rows[0]]()
     return {k: statistics.median(ts) for k, ts in times.items()}
 

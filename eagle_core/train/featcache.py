@@ -1,8 +1,8 @@
 """A local feature cache: the target's features of token-id datasets, computed once, read every epoch.
 
-On a CPU the target's teacher-forced forward is the expensive part of training (about 450
-tokens/s on a 2-core machine for the 135 M default, near the arithmetic peak), several times
-the head's own training step. Without a cache each epoch pays it again; with one, only the
+On a CPU the target's teacher-forced forward is the expensive part of training (near the
+arithmetic peak already: docs/training.md, "The feature cache"), several times the head's own
+training step. Without a cache each epoch pays it again; with one, only the
 first pass does. The cache is local (`data/`, not committed): the token ids that make it are
 committed (train/ids.py), so it can always be rebuilt.
 
@@ -180,10 +180,10 @@ def default_layers(target) -> tuple[int, ...]:
 def autocast(target, precision: str):
     """The context the teacher-forced forwards run in: nothing for fp32; for bf16, autocast (matrix
     products in bfloat16 with float32 accumulation, norms and softmax in float32, the weights kept in
-    float32). On an Intel CPU with AMX this caches 1.9x faster (388 -> 748 tokens/s over a part of
-    `gen` on a Xeon of family 6, model 167, 2 vCPU); the features differ from fp32 by ~1% (relative
-    norm of the difference) and the target's argmax agrees on 99.3% of positions (docs/training.md). Training
-    adds +-0.1 noise to input features anyway; held-out scores should be compared on one cache."""
+    float32). On a CPU with bfloat16 matrix units (AMX) this caches about twice as fast; the features
+    differ from fp32 by ~1% (relative norm of the difference) and the target's argmax agrees on 99.3% of
+    positions (docs/training.md, "The feature cache"). Training adds +-0.1 noise to input features
+    anyway; held-out scores should be compared on one cache."""
     if precision == "fp32":
         return contextlib.nullcontext()
     if precision != "bf16":

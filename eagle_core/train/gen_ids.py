@@ -12,7 +12,7 @@ target's forward (on a CPU the lean forward and the engine's kernels, the same p
 uses), drops the rows that have finished from the batch and its cache, and can keep the features
 it computes on the way (`--features DIR`: a feature cache the trainers read directly, so the
 answers need no second, teacher-forced pass); `stock` is transformers' `generate` (slower here:
-about 11 answer tokens/s at batch 16 on a 2-core machine).
+docs/training.md, "Source (1): the target's own answers").
 
 Resumable: each part is written atomically with the list of prompts it accounts for (kept or
 skipped), and the manifest after it; a rerun skips every prompt already done. Progress lines give

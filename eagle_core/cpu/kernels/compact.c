@@ -3,7 +3,8 @@
  * After a verification the target's cache holds the context, then one entry per tree node; only
  * the accepted path's entries stay, moved down to follow the context. torch does that per layer
  * and per keys / values (an index_select and a copy into a slice: 60 pairs of calls for a 30-layer
- * model, ~0.5 ms a cycle on a 2-core CPU) for a few rows of a few hundred bytes each.
+ * model) for a few rows of a few hundred bytes each (its cost: docs/performance.md, "The kernels'
+ * choices, measured").
  *
  * bufs[b] is one layer's keys or values for batch 1: `heads[b]` heads, head h's row t at
  * bufs[b] + h * head_stride[b] + t * row_stride[b] (bytes), `row_bytes[b]` bytes a row.

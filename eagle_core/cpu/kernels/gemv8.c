@@ -2,12 +2,12 @@
  *
  * The drafter's LM-head product reads its rows (8,192 x 576 for SmolLM2's reduced draft
  * vocabulary) twice a cycle, right after a verification has streamed the target's weights through
- * the caches, so they come from memory each time: on an Intel Xeon (family 6, model 167) the same
- * rows from float32 instead of float16 storage cost +0.83 ms a cycle, ~44 us per MB read
- * (docs/performance.md). Stored as int8 with one scale per row they are half the float16 bytes.
+ * the caches, so they come from memory each time and each MB read costs drafting time
+ * (docs/performance.md, "The kernels' choices, measured"). Stored as int8 with one scale per row they
+ * are half the float16 bytes.
  * These numbers only choose the draft (the target verifies every token from its own float32
  * weights), so the output cannot change; the draft's q moves by the rounding (tau measured in
- * docs/performance.md).
+ * docs/performance.md, "The kernels' choices, measured").
  *
  *   y[r][o] = scale[o] * sum_k x[r][k] * q[o][k]
  *
@@ -23,8 +23,8 @@
  *   y[r][o] = scale[o] * (sx[r] * (float) sum_k xq[r][k] * q[o][k])
  *
  * The float path spends four instructions on 16 weights of one row (two widenings, a convert, an
- * FMA) and was bound by them, not by the bytes: on a Zen 4 the 8,192 rows took 98 us for one row
- * from L3, which the same bytes are read from in 30. Integer sums are exact, so a row's result is
+ * FMA) and was bound by them, not by the bytes (docs/performance.md, "The kernels' choices,
+ * measured"). Integer sums are exact, so a row's result is
  * again the same alone, in a batch or with any thread count; x moves by its int16 rounding (a
  * 1/65,534 of its largest value), which like the weights' only moves the draft.
  */
@@ -44,14 +44,14 @@ static float hsum8(__m256 v) {
 }
 
 /* Bytes ahead of the current group of rows to prefetch, one cache line per step of k: the rows
- * come from memory (see above), and without it the product read them at ~9 GB/s, below float16
- * storage read by smallgemm (which prefetches): 517 us against 565 for half the bytes. */
+ * come from memory (see above), and without it the product was no faster than float16 storage read
+ * by smallgemm, which prefetches (docs/performance.md, "The kernels' choices, measured"). */
 #ifndef GEMV8_PREFETCH
 #define GEMV8_PREFETCH 8192
 #endif
 
 /* OUTS outputs at a time: OUTS x m independent accumulator chains (one chain per output stalls on
- * the FMA's latency: 0.45 ms for the 8,192 rows, slower than float16 storage warm). */
+ * the FMA's latency, slower than float16 storage warm: docs/performance.md, "The kernels' choices, measured"). */
 #define OUTS 4
 
 #define INLINE static inline __attribute__((always_inline))
@@ -103,7 +103,7 @@ A512 INLINE void outs_avx512(const float *x, const int64_t m, int64_t ldx, const
 }
 
 /* The loops over outputs, with the row count a constant in each case, so that the accumulators
- * stay in registers (with m only known at run time they lived on the stack: ~0.45 ms). */
+ * stay in registers (with m only known at run time they lived on the stack, as slow as one chain). */
 #define RUN_BODY(OUTS_FN, M)                                                                     \
     for (int64_t g = g0; g < g1; g++) {                                                           \
         int64_t o = g * OUTS;                                                                     \

@@ -1,8 +1,9 @@
 /* One decoder layer of a Llama-type model (Llama, Qwen2, Mistral) for a few rows, in one call.
  *
- * The lean forward (eagle_core/lean.py) runs a layer as ~25 torch operations and 5 kernel calls;
- * at batch size 1 on a 2-core CPU their Python and dispatch cost (~0.15 ms a layer, 30 layers) is a
- * third of a decode step whose products take ~10 ms. This function does the whole layer:
+ * The lean forward (eagle_core/cpu/forward.py) runs a layer as ~25 torch operations and 5 kernel
+ * calls; at batch size 1 on a 2-core CPU their Python and dispatch cost, over 30 layers, is a fifth to
+ * a third of a decode step (docs/performance.md, "The kernels' choices, measured"). This function
+ * does the whole layer:
  *
  *     x = RMSNorm(h) -> qkv = x [Wq; Wk; Wv]^T (+ b) -> RoPE on q and k -> k, v into the cache
  *     -> attention (attention.c) -> h += out Wo^T (+ b) -> x = RMSNorm(h)
@@ -182,15 +183,15 @@ int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t 
     return 0;
 }
 
-/* ---- A draft head's whole drafting pass in one call (eagle_core/draft_fused.py) ----------------
+/* ---- A draft head's whole drafting pass in one call (eagle_core/cpu/fused_pass.py) -------------
  *
  * A drafting pass through torch is ~30 operations and five kernel calls around the layer above: the
  * embedding rows, a cat, the fc product (EAGLE-1/2) or the two input norms (EAGLE-3), RoPE rows, the
- * mask, the draft LM head, its top k, the ids. Warm they cost ~0.1 ms; but a pass runs right after a
+ * mask, the draft LM head, its top k, the ids. Cheap when warm; but a pass runs right after a
  * verification has streamed ~540 MB through the caches, and there each Python and torch step meets
- * its code and data cold (a lone torch.empty then takes ~70 us, not 1). Here the pass makes the same
- * operations through the same kernels: for EAGLE-1/2 its results are the torch path's bits; EAGLE-3's
- * norms are rms_norm's above, equal to torch's to float32 rounding. */
+ * its code and data cold, many times slower (docs/performance.md, "The kernels' choices, measured").
+ * Here the pass makes the same operations through the same kernels: for EAGLE-1/2 its results are the
+ * torch path's bits; EAGLE-3's norms are rms_norm's above, equal to torch's to float32 rounding. */
 
 int row_topk(const float *x, int64_t rows, int64_t V, int64_t ld, int k, float *val_out, int64_t *idx_out);
 

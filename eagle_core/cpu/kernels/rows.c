@@ -3,8 +3,9 @@
  * Greedy verification needs, per tree node, the argmax of its logits (the target's choice) and,
  * for the p the app shows, the row's log-sum-exp. torch computes them as two calls (max, then
  * logsumexp, which itself makes several passes and a temporary the size of the rows); for a few
- * rows of a 49,152-token vocabulary that was about 0.35 ms a cycle on a 2-core CPU, a tenth of a
- * decode step's non-product work. Here each row is read twice while it sits in the core's cache:
+ * rows of a 49,152-token vocabulary that was a tenth of a decode step's non-product work on a 2-core
+ * CPU (docs/performance.md, "The kernels' choices, measured"). Here each row is read twice while it
+ * sits in the core's cache:
  *
  *   max, argmax   the largest value and its FIRST index (torch.max / argmax on ties)
  *   lse           max + log(sum_i exp(x_i - max)), the exp being vecmath.h's exp8

@@ -8,10 +8,8 @@
  * load. Rows beyond 6 re-read the same pair from L1/L2, not from DRAM (on AVX-512 CPUs 7-12 rows
  * are one tile of 512-bit registers instead, below).
  *
- * From 2 rows up a tile also prefetches PREFETCH floats (1 KB) ahead. Measured on an AMD EPYC
- * (Zen 4, 2 threads) over one forward's 211 distinct weights (538 MB), alternating with the
- * previous kernel (8-output panels, no prefetch): 5 rows 24.9 -> 20.5 ms, 1 row 18.4 -> 16.9 ms;
- * most of the 5-row gain is the prefetch, which does nothing for 1 row.
+ * From 2 rows up a tile also prefetches PREFETCH floats (1 KB) ahead: most of what 5 rows gained
+ * over the kernel before (docs/performance.md, "The kernels' choices, measured"); 1 row gains nothing.
  *
  * Batch invariance by construction: every output y[m,n] is one accumulator lane updated as
  * acc = fma(x[m,k], w[n,k], acc) for k = 0..K-1 in that order, starting from 0, whatever M, the
@@ -30,22 +28,15 @@
 
 #define NB 8 /* outputs per panel (one __m256); a pair of panels is 16 outputs */
 #define PREFETCH 256 /* floats ahead of the loads, for tiles of 2+ rows */
-/* The AVX-512 tiles prefetch further: 2048 floats (8 KB). Measured on a Zen 5 (family 26, model 2),
- * one forward's 121 distinct weights, two builds alternating in one process over thousands of
- * rounds: 256 -> 1024 floats took 5 rows 11.6 -> 10.1 ms and 1 row 9.6 -> 9.3 with the memory
- * reading 65+ GB/s (14.5 -> 13.9 and 13.7 -> 13.6 below 50); 1024 -> 2048 5 rows 9.3 -> 9.0, 1 row
- * the same; 512 was slower than 1024 and 4096 no better than 2048 (scripts/measure_kernel_builds.py). */
+/* The AVX-512 tiles prefetch further: 2048 floats (8 KB); shorter distances were slower, 4096 no faster
+ * (docs/performance.md, "The kernels' choices, measured"; scripts/measure_kernel_builds.py). */
 #ifndef PREFETCH512
 #define PREFETCH512 2048
 #endif
 /* Into which cache the AVX-512 tiles prefetch: 1 = L2 (prefetcht1), 0 = L1 (prefetcht0), -1 = by the CPU's
- * vendor: L2 on Intel, L1 elsewhere. Measured on an Intel Xeon (family 6, model 167; 2 threads, one
- * forward's 121 distinct weights, two builds alternating in one process, scripts/measure_kernel_builds.py,
- * docs/data/bench/prefetch_l2_intel.json): L1 -> L2 took 1 row 20.16 -> 19.51 ms, 5 rows 23.95 -> 20.64,
- * 8 rows 25.93 -> 23.71. An L1 prefetch holds one of the core's few L1 miss buffers until its line
- * arrives from memory; an L2 prefetch leaves them to the loads. The 2048-float distance above was
- * measured on a Zen 5 with L1 prefetches, which stay there; on the Intel 1024 and 4096 floats gave
- * the same times as 2048. */
+ * vendor: L2 on Intel, L1 elsewhere. An L1 prefetch holds one of the core's few L1 miss buffers until its
+ * line arrives from memory; an L2 prefetch leaves them to the loads, and was faster there
+ * (docs/performance.md, "The kernels' choices, measured"). */
 #ifndef PREFETCH512_L2
 #define PREFETCH512_L2 (-1)
 #endif
@@ -138,13 +129,11 @@ static const tile_fn TILES[2][7] = {{0, tile_1, tile_2, tile_3, tile_4, tile_5, 
 
 /* AVX-512 (where the CPU has it), for 1-12 rows: a pair of panels is one 512-bit register and a
  * tile of up to 12 rows x 16 outputs fits the 32 registers, so 7-12 rows are one tile (one pass
- * over each weight, its memory traffic overlapping the arithmetic) instead of two 6-row tiles.
- * Measured on Zen 4 over one forward's weights: 7 rows 25.2 -> 21.5 ms, 8 rows 24.3 -> 20.7,
- * 12 rows unchanged, and 16 rows as one tile slower than three (so not used there). 1-6 rows
- * take these tiles too (half the instructions of the AVX2 tile): on a Zen 5 (family 26, model 2),
- * whose 512-bit units are full width, the products of one forward at 5 rows went 13.1 / 12.3 ->
- * 11.6 / 11.3 ms and at 1 row 10.5 / 10.5 -> 9.3 / 10.4 (two runs each, alternating). Every output
- * is still one accumulator updated by fma in k order: the same bits as the AVX2 tiles. */
+ * over each weight, its memory traffic overlapping the arithmetic) instead of two 6-row tiles; 16 rows
+ * as one tile were slower than three, so not used there. 1-6 rows take these tiles too (half the
+ * instructions of the AVX2 tile), faster where the 512-bit units are full width (docs/performance.md,
+ * "The kernels' choices, measured"). Every output is still one accumulator updated by fma in k order:
+ * the same bits as the AVX2 tiles. */
 #define WIDE 12
 #define A512 __attribute__((target("avx512f")))
 /* set with has_avx512(), before the tiles' first use */
@@ -322,9 +311,8 @@ static void product(const float *x, int64_t m, int64_t ldx, const void *p, const
     /* Guided chunks (large first, none smaller than ~1/16 of a thread's share): when another
      * process takes a core (a browser on a 2-core machine), the running thread takes over the
      * work instead of waiting at the barrier, and most of each weight is still read as one long
-     * stream per thread. Against equal chunks of 1/16 (dynamic), one forward's products on a Zen 5
-     * (family 26, model 2), 2 threads, 12 interleaved passes: 1 row 12.65 -> 11.69 ms, 5 rows
-     * 14.14 -> 12.56 ms (the same as two static halves). */
+     * stream per thread; faster than equal chunks of 1/16 (docs/performance.md, "The kernels' choices,
+     * measured"). */
     int64_t chunk = pairs / (16 * (int64_t)(nthreads > 0 ? nthreads : 1));
     if (chunk < 1) chunk = 1;
     #pragma omp parallel for schedule(guided, chunk) num_threads(nthreads) if (nthreads > 1 && pairs > 1)

@@ -20,7 +20,8 @@ import torch  # noqa: E402
 
 from eagle_core import load_engine  # noqa: E402
 from eagle_core.config import preset  # noqa: E402
-from eagle_core.bench.report import machine_info, save_json  # noqa: E402
+from eagle_core.bench.report import save_json  # noqa: E402
+from eagle_core.machine import machine_info  # noqa: E402
 from eagle_core.decode import Generation  # noqa: E402
 from eagle_core.cpu.kernels.rows import ENV  # noqa: E402
 

@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from eagle_core import DecodeSettings, lean_head, load_engine  # noqa: E402
-from eagle_core.bench.report import machine_info  # noqa: E402
+from eagle_core.machine import machine_info  # noqa: E402
 from eagle_core.cpu.fused_pass import ENV as FUSED_ENV  # noqa: E402
 from eagle_core.cpu.kernels import attention, library, linear_of  # noqa: E402
 from eagle_core.cpu.kernels.compact import ENV as COMPACT_ENV  # noqa: E402

@@ -21,7 +21,8 @@ import torch  # noqa: E402
 
 from eagle_core import load_engine  # noqa: E402
 from eagle_core.bench.prompts import load_prompts  # noqa: E402
-from eagle_core.bench.report import machine_info, save_json  # noqa: E402
+from eagle_core.bench.report import save_json  # noqa: E402
+from eagle_core.machine import machine_info  # noqa: E402
 from eagle_core.config import preset  # noqa: E402
 from eagle_core.drafting.drafter import Drafter  # noqa: E402
 

@@ -1,5 +1,5 @@
 """The hardware lesson panel ("Why tree size depends on the hardware"): a button that times this
-machine (eagle_core.bench.hardware.measure) while holding the decode slot, on the engine thread,
+machine (eagle_core.machine.measure) while holding the decode slot, on the engine thread,
 with a progress bar; then the predicted speedup per tree, measured here vs a flat-verification
 (GPU) illustration. Before a measurement it shows the recorded one from the docs, labelled so.
 Its words are viz.hardware.TEXT, in the tab's language: the accordion's title and the button through
@@ -13,7 +13,7 @@ from concurrent.futures import wait as wait_futures
 import gradio as gr
 import torch
 
-from eagle_core.bench.hardware import RECORDED, lesson, load_tau_table, measure
+from eagle_core.machine import RECORDED, lesson, load_tau_table, measure
 from viz.hardware import TEXT, hardware_figure, hardware_markdown
 
 from .callbacks.decoding import LINE

@@ -197,7 +197,7 @@ def facts(key: str, c, lang: str, temperature: float = 0.0, vocab: dict | None =
 
 def _ratio(k: int, lang: str) -> str:
     """t(k)/t(1) from the recorded hardware measurement (the hardware panel's file), or nothing."""
-    from eagle_core.bench.hardware import RECORDED
+    from eagle_core.machine import RECORDED
 
     try:
         with open(RECORDED, encoding="utf-8") as f:

@@ -20,7 +20,8 @@ RUN_BUDGET_S = float(os.environ.get("EAGLE_APP_RUN_BUDGET_S", "20" if on_zerogpu
 FAIR_BUDGET_S = float(os.environ.get("EAGLE_APP_FAIR_BUDGET_S", "20"))
 
 
-# The hardware panel's recording (eagle_core.bench.hardware --record): its t(1), one target pass of one token
+# The hardware panel's recording (eagle_core.machine.RECORDED; `python -m eagle_core.bench.hardware --record`
+# writes it): its t(1), one target pass of one token
 RECORDED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "learn",
                         "hardware_recorded.json")
 

@@ -1,13 +1,13 @@
 """Which trees pay on this machine, said under the tree settings: from the hardware panel's
 measurement (this tab's own, once the user ran it, else the recorded one, labelled), each tree's
-predicted speedup τ / c (eagle_core.bench.hardware.predict) and any cliff, a row count where the
+predicted speedup τ / c (eagle_core.machine.predict) and any cliff, a row count where the
 verification's cost jumps (a kernel's register tile running out: docs/performance.md)."""
 from __future__ import annotations
 
 import json
 
 from eagle_core import PRESETS
-from eagle_core.bench.hardware import RECORDED, load_tau_table, predict
+from eagle_core.machine import RECORDED, load_tau_table, predict
 from viz.i18n import Strings
 
 CLIFF = 1.25  # t(k) / t(k') between two measured row counts at most 4 apart: a jump, not a slope

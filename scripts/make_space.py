@@ -7,7 +7,8 @@
 A variant per hardware (`--variant`, default cpu-basic): its requirements (`space/requirements-*.txt`,
 each pin's source in its comments) become the Space's `requirements.txt`, and the README's front
 matter gets its `python_version` and `suggested_hardware`. What goes: the app (`app.py`,
-`eagle_app/`), the engine without its training and measurement code, the figures (`viz/`), the
+`eagle_app/`), the engine and the hardware panel's measurement (`eagle_core/machine/`) without the
+training and benchmark packages (`eagle_core/train/`, `eagle_core/bench/`), the figures (`viz/`), the
 shipped assets without training data, LICENSE, README.md with its front matter (which makes the
 folder a Gradio Space) and the images it shows. Tests, other docs, scripts and training data stay
 behind. The default model's weights are not uploaded: at first start the engine fetches the same
@@ -27,7 +28,8 @@ from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = ("app.py", "eagle_app", "eagle_core", "viz", "assets", "requirements.txt", "README.md", "LICENSE")
-EXCLUDE_DIRS = {"__pycache__", "train_data", os.path.join("eagle_core", "train")}  # bench/: the hardware panel measures with it
+# the engine's training and benchmark packages stay behind: the hardware panel measures with eagle_core/machine/
+EXCLUDE_DIRS = {"__pycache__", "train_data", os.path.join("eagle_core", "train"), os.path.join("eagle_core", "bench")}
 LARGE = 10 * 1024 * 1024  # the hub refuses plain files over 10 MB
 
 

@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from eagle_core.bench.report import bandwidth_bands, machine_info, save_json  # noqa: E402
+from eagle_core.bench.report import bandwidth_bands, save_json  # noqa: E402
+from eagle_core.machine import machine_info  # noqa: E402
 from eagle_core.cpu.kernels import build  # noqa: E402
 from eagle_core.target import load_target  # noqa: E402
 

@@ -27,8 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from eagle_core import DecodeSettings, load_engine  # noqa: E402
+from eagle_core.bench.report import save_json  # noqa: E402
 from eagle_core.cpu import kernels  # noqa: E402
-from eagle_core.bench.report import machine_info, save_json  # noqa: E402
+from eagle_core.machine import machine_info  # noqa: E402
 
 
 def timed(fn, before, pre, repeats: int) -> float:

@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 from eagle_core import DecodeSettings, load_engine  # noqa: E402
 from eagle_core.bench.prompts import MT_BENCH, load_prompts  # noqa: E402
-from eagle_core.bench.report import machine_info  # noqa: E402
+from eagle_core.machine import machine_info  # noqa: E402
 
 
 def slope(xs, ys) -> float:

@@ -10,7 +10,8 @@ import re
 import plotly.graph_objects as go
 import pytest
 
-from eagle_core.bench import hardware as hw
+from eagle_core.bench import hardware as cli
+from eagle_core.machine import hardware as hw
 from tests.app_fixtures import illustration, sampled_cycle
 from viz import figures, learn, learn_zh
 
@@ -24,7 +25,7 @@ LIMIT = 120
 def test_the_readme_carries_the_recordings_row():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         readme = f.read()
-    assert hw.readme_row(hw.quoted()) in readme.split("\n"), \
+    assert cli.readme_row(hw.quoted()) in readme.split("\n"), \
         "README's row of the recording differs from the file: run `python -m eagle_core.bench.hardware --record`"
 
 
@@ -39,7 +40,7 @@ def test_every_preset_is_recorded():
     q = hw.quoted()
     missing = [q[f"{p}_tree"] for p in hw.RECORD_PRESETS if q[f"{p}_tau"] == "—"]
     assert not missing, f"trees {missing} are not in tau_by_tree.json: run `{hw.RECORD_COMMAND}`"
-    assert {hw.parse_preset(p) for p in hw.RECORD_PRESETS} <= {t.text for t in hw.record_trees()}
+    assert {hw.parse_preset(p) for p in hw.RECORD_PRESETS} <= {t.text for t in cli.record_trees()}
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -99,13 +100,13 @@ def test_recording_on_a_tiny_model_writes_both_files(tmp_path, monkeypatch):
     engine = Engine(target, tiny_head(target))
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("\n".join(json.dumps({"category": c, "turns": [f"say {c}"]}) for c in ("writing", "math")))
-    monkeypatch.setattr(hw, "SWEEP", ("1,1,1",))
-    monkeypatch.setattr(hw, "measure", lambda *a, **k: {"forward_ms": {1: 1.0, 2: 1.5}, "step_ms": {1: 0.1},
+    monkeypatch.setattr(cli, "SWEEP", ("1,1,1",))
+    monkeypatch.setattr(cli, "measure", lambda *a, **k: {"forward_ms": {1: 1.0, 2: 1.5}, "step_ms": {1: 0.1},
                                                          "weights": {"target": 10, "head_step": 1, "layers": 2}})
-    table, m = hw.record(engine, str(prompts), per_category=1, max_new_tokens=4, tau_path=str(tmp_path / "t.json"),
+    table, m = cli.record(engine, str(prompts), per_category=1, max_new_tokens=4, tau_path=str(tmp_path / "t.json"),
                          recorded_path=str(tmp_path / "r.json"), log=lambda _: None)
     written = json.loads((tmp_path / "t.json").read_text())
-    assert set(written["tau"]) == {t.text for t in hw.record_trees()} and all(v >= 1 for v in written["tau"].values())
+    assert set(written["tau"]) == {t.text for t in cli.record_trees()} and all(v >= 1 for v in written["tau"].values())
     assert written["source"] == hw.RECORD_COMMAND and written["date"]
     assert json.loads((tmp_path / "r.json").read_text())["command"] == hw.RECORD_COMMAND
 

@@ -55,7 +55,7 @@ class MetaTarget:
 def _timed_on_meta(monkeypatch, measure):
     """Run `measure(target)` on a MetaTarget; -> the events (forwards, logits, syncs)."""
     from eagle_core import clock
-    from eagle_core.bench import timing
+    from eagle_core.machine import timing
 
     events = []
     record = lambda device: events.append(("sync", [str(device)]))  # noqa: E731
@@ -86,9 +86,10 @@ def test_forward_costs_times_on_the_targets_device_and_synchronises(monkeypatch)
 
 
 def test_costmodel_forward_times_on_the_targets_device_and_synchronises(monkeypatch):
-    from eagle_core.bench import costmodel
+    """The cost model's and the hardware panel's t(k) (eagle_core.machine.timing.measure_forward)."""
+    from eagle_core.machine import timing
 
-    _check_device_and_sync(_timed_on_meta(monkeypatch, lambda t: costmodel.measure_forward(
+    _check_device_and_sync(_timed_on_meta(monkeypatch, lambda t: timing.measure_forward(
         t, ctx=5, sizes=(1, 3), repeats=2)))
 
 

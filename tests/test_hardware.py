@@ -1,5 +1,5 @@
 """The hardware lesson: the prediction from hand-made costs, the measurement on a tiny random
-model, the figure's curves and labels, and the panel's callback (eagle_core/bench/hardware.py,
+model, the figure's curves and labels, and the panel's callback (eagle_core/machine/hardware.py,
 viz/hardware.py, eagle_app/hardware.py)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import tiny_head, tiny_target
 from eagle_core import Engine
-from eagle_core.bench import hardware as hw
+from eagle_core.machine import hardware as hw
 from eagle_core.config import TreeSetting
 from viz.hardware import TEXT, hardware_figure, hardware_markdown
 

@@ -1,5 +1,7 @@
 """The package's import graph (imports at any depth of a file, lazy ones included): the
-measurement and training code form no import cycle, and the engine never imports measurement."""
+measurement and training code form no import cycle, the engine never imports measurement, and the
+app (app.py, eagle_app/, viz/) never reaches the benchmark package (eagle_core/bench), which stays
+out of the Space."""
 import ast
 import os
 
@@ -9,6 +11,32 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 def _module(path: str) -> str:
     rel = os.path.relpath(path, os.path.dirname(ROOT))[:-3].replace(os.sep, ".")
     return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def _resolve(name: str) -> str | None:
+    """The eagle_core module or package a dotted import name lands in (`pkg.mod.NAME` -> `pkg.mod`)."""
+    while name and name.startswith("eagle_core"):
+        path = os.path.join(os.path.dirname(ROOT), *name.split("."))
+        if os.path.exists(path + ".py") or os.path.isdir(path):
+            return name
+        name = name.rsplit(".", 1)[0] if "." in name else ""
+    return None
+
+
+def eagle_imports(path: str, package: str = "") -> set[str]:
+    """The eagle_core modules a file imports at any depth (`package`: the file's own, for relative imports)."""
+    deps = set()
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            names = [f"{target}.{a.name}" for a in node.names] + ([target] if node.module else [])
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        deps |= {m for m in map(_resolve, names) if m}
+    return deps
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -21,25 +49,7 @@ def import_graph() -> dict[str, set[str]]:
             path = os.path.join(d, f)
             mod = _module(path)
             package = mod if f == "__init__.py" else mod.rsplit(".", 1)[0]
-            deps = set()
-            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
-                if isinstance(node, ast.ImportFrom):
-                    base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
-                    target = ".".join(base + ([node.module] if node.module else []))
-                    names = [f"{target}.{a.name}" for a in node.names]
-                elif isinstance(node, ast.Import):
-                    target, names = None, [a.name for a in node.names]
-                else:
-                    continue
-                for name in names + ([target] if node.__class__ is ast.ImportFrom and node.module else []):
-                    while name and name.startswith("eagle_core"):
-                        if name in graph or os.path.exists(os.path.join(os.path.dirname(ROOT), *name.split(".")) + ".py") \
-                                or os.path.isdir(os.path.join(os.path.dirname(ROOT), *name.split("."))):
-                            break
-                        name = name.rsplit(".", 1)[0]
-                    if name and name.startswith("eagle_core") and name != mod:
-                        deps.add(name)
-            graph[mod] = deps
+            graph[mod] = eagle_imports(path, package) - {mod}
     return graph
 
 
@@ -68,15 +78,50 @@ def test_no_import_cycles():
 
 
 def test_engine_never_imports_measurement():
-    """The engine imports no bench code; training reads prompts through bench.prompts only."""
-    for mod, deps in import_graph().items():
+    """The engine imports no measurement code (bench/, machine/); machine/ imports nothing from bench/;
+    training reads prompts through bench.prompts only."""
+    graph = import_graph()
+    assert {"eagle_core.machine", "eagle_core.machine.hardware", "eagle_core.machine.timing"} <= set(graph)
+    for mod, deps in graph.items():
         bench = {d for d in deps if d.startswith("eagle_core.bench")}
+        machine = {d for d in deps if d == "eagle_core.machine" or d.startswith("eagle_core.machine.")}
         if mod.startswith("eagle_core.bench"):
             continue
         if mod.startswith("eagle_core.train"):
             assert bench <= {"eagle_core.bench.prompts"}, (mod, bench)
-        else:
+        elif mod == "eagle_core.machine" or mod.startswith("eagle_core.machine."):
             assert not bench, (mod, bench)
+        else:
+            assert not bench and not machine, (mod, bench | machine)
+
+
+def app_sources() -> list[str]:
+    """app.py and every module of eagle_app/ and viz/."""
+    out = [os.path.join(REPO, "app.py")]
+    for top in ("eagle_app", "viz"):
+        for d, _, files in os.walk(os.path.join(REPO, top)):
+            out += [os.path.join(d, f) for f in sorted(files) if f.endswith(".py")]
+    return out
+
+
+def test_the_app_never_imports_the_benchmark_package():
+    """Issue 44: the app takes its hardware measurement from eagle_core.machine; eagle_core/bench (the
+    benchmark command lines) is left out of the Space, so nothing the app imports, at any depth of a
+    file or through the modules it imports, may be under it."""
+    graph = import_graph()
+    reached, todo = set(), []
+    for path in app_sources():
+        direct = eagle_imports(path)
+        assert not {m for m in direct if m.startswith("eagle_core.bench")}, (os.path.relpath(path, REPO), direct)
+        todo += direct
+    while todo:
+        m = todo.pop()
+        if m not in reached:
+            reached.add(m)
+            parents = [m.rsplit(".", i)[0] for i in range(1, m.count(".") + 1)]  # their __init__.py run first
+            todo += list(graph.get(m, ())) + parents
+    assert "eagle_core.machine.hardware" in reached  # the hardware panel's measurement is reached
+    assert not sorted(m for m in reached if m.startswith("eagle_core.bench")), "the app reaches eagle_core.bench"
 
 
 # ---- sizes: short functions, short files, __init__.py files that only hand names on ----------------

@@ -26,6 +26,15 @@ def test_dry_run_lists_what_would_go(capsys):
     assert all(size <= LARGE or f.startswith("assets/") for f, size in files.items())
 
 
+def test_the_space_leaves_the_benchmark_package_behind():
+    """Issue 44: the app's hardware measurement is eagle_core/machine/; eagle_core/bench/ (the benchmark
+    command lines) does not go (tests/test_layout.py checks the app never imports it)."""
+    files = dict(space_files())
+    assert not [f for f in files if f.startswith("eagle_core/bench/")]
+    assert {"eagle_core/machine/__init__.py", "eagle_core/machine/hardware.py", "eagle_core/machine/timing.py",
+            "assets/learn/hardware_recorded.json", "assets/learn/tau_by_tree.json"} <= set(files)
+
+
 def test_upload_without_a_token_is_refused(capsys, monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     assert main(["--repo", "someone/eagle"]) == 2
@@ -34,7 +43,10 @@ def test_upload_without_a_token_is_refused(capsys, monkeypatch):
 
 def test_the_assembled_space_builds_its_page(tmp_path):
     assemble(str(tmp_path))
-    code = "import app, gradio as gr; assert isinstance(app.demo, gr.Blocks); print('page built')"
+    assert not (tmp_path / "eagle_core" / "bench").exists() and (tmp_path / "eagle_core" / "machine").is_dir()
+    code = ("import app, gradio as gr, importlib.util; assert isinstance(app.demo, gr.Blocks); "
+            "assert importlib.util.find_spec('eagle_core.bench') is None; "
+            "from eagle_core.machine import quoted; assert quoted()['machine']; print('page built')")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)

@@ -1,7 +1,7 @@
 """The note under the tree settings: which trees pay on this machine, from the hardware panel's
 measurement, and any cliff in the verification's cost."""
 from eagle_app.tree_advice import advice, cliffs, recorded_advice
-from eagle_core.bench.hardware import load_tau_table
+from eagle_core.machine import load_tau_table
 from eagle_core.config import TreeSetting
 
 

@@ -1,5 +1,5 @@
 """Every measured figure the page quotes, read from the files that hold it (none typed in the text):
-the hardware recording and tau per tree (eagle_core.bench.hardware.quoted: machine, date, command,
+the hardware recording and tau per tree (eagle_core.machine.quoted: machine, date, command,
 t(k)/t(1), each preset's tau, cost and predicted speedup), tau per language and category
 (assets/learn/per_language.json) and the shipped head's draft vocabulary (its config.json).
 The Learn tab's text holds {name} fields that `fill` replaces with these."""
@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from eagle_core.bench.hardware import quoted
+from eagle_core.machine import quoted
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAD_CONFIG = os.path.join(ROOT, "assets", "head-smollm2-135m", "config.json")

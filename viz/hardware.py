@@ -1,6 +1,6 @@
 """The hardware lesson's figure, table and words: predicted speedup against tree size on this
 machine (measured) next to a GPU illustration (the same taus; verification as cheap as one token,
-a drafting step as cheap as reading the head's weights: eagle_core/bench/hardware.py), with each
+a drafting step as cheap as reading the head's weights: eagle_core/machine/hardware.py), with each
 curve's best tree marked. Every user-visible string is in TEXT, an (English, Chinese) pair each."""
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def _best(fig, row, name, color, where):
 
 
 def hardware_figure(result: dict | None, device: str = "cpu", lang: str = "en") -> go.Figure:
-    """result: eagle_core.bench.hardware.lesson(...). Both curves, each best tree starred, the
+    """result: eagle_core.machine.lesson(...). Both curves, each best tree starred, the
     published point and the vanilla line; None gives a blank figure with a hint."""
     T = TEXT.table(lang)
     if not result:

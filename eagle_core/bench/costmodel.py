@@ -12,6 +12,7 @@ free in n as on a GPU), so c grows with the tree and the best tree is a trade. M
      engine's 4D tree mask (median of several repeats, sizes interleaved), and the LM head on n rows
   2. head step: the EAGLE head on m tokens (catch-up m = 1..4, expansion m = tree top-k), and
      the draft LM head + log-softmax + top-k over the full and a reduced draft vocabulary
+     (1 and 2: eagle_core/machine/timing.py, the probes the app's hardware panel runs too)
   3. whole cycles: real engine runs per tree setting (random head: every tree is full size),
      giving cycle ms, its draft/verify split, and c = cycle ms / vanilla cycle ms
   4. a cProfile breakdown of one EAGLE cycle (cycle_profile.py)
@@ -23,19 +24,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import torch
 
 from ..config import DecodeSettings, TreeSetting, add_tree_argument
 from ..decode import Engine
-from ..cpu.kernels import linear_of
-from ..tree import tree_attention_mask, tree_positions
+from ..machine.info import machine_info
+from ..machine.timing import measure_forward, measure_head_steps
 from .cost_report import forward_table, head_table, render_png, tree_rows, tree_table
 from .cycle_profile import profile_cycles, profile_markdown
 from .prompts import load_prompts
-from .report import machine_info, replace_block
-from .timing import ForwardTiming, median_s, sync
+from .report import replace_block
 
 
 DEFAULT_TREES = (TreeSetting(3, 4, 8), TreeSetting(4, 6, 12), TreeSetting(5, 8, 16), TreeSetting(5, 8, 24),
@@ -53,72 +52,6 @@ def best_setting(taus: dict, cycle_ms: dict):
         raise ValueError("no setting has both a tau and a cycle cost")
     best = max(scored, key=scored.get)
     return best, scored[best]
-
-
-# -- 1. target forward ------------------------------------------------------------------------
-@torch.inference_mode()
-def measure_forward(target, ctx: int = 300, sizes=range(1, 65), repeats: int = 5, on_step=None) -> dict:
-    """{n: {"body_ms", "lm_head_ms"}}: median over `repeats` rounds; each round visits every n,
-    so a drift in machine speed spreads over all sizes. `on_step()`, if given, is called after
-    each timed forward (a progress bar)."""
-    low = min(100, target.vocab_size // 2)  # ordinary token ids (a tiny test vocabulary has fewer than 100)
-    timing = ForwardTiming(target, ctx, seed=0, low=low)  # every tensor on the target's device, synchronised
-    dev = target.device
-    times = {n: {"body": [], "lm": []} for n in sizes}
-    for _ in range(repeats):
-        for n in sizes:
-            parents = [-1] + [(i - 1) // 2 for i in range(1, n)]  # a binary tree of n nodes
-
-            def prepare(parents=parents, n=n):
-                mask = tree_attention_mask(parents, ctx, dtype=target.dtype, device=dev) if n > 1 else None
-                return tree_positions(parents, ctx).to(dev)[None], mask
-
-            body, lm = timing.step(timing.ids(n), prepare)
-            times[n]["body"].append(body * 1e3)
-            times[n]["lm"].append(lm * 1e3)
-            if on_step is not None:
-                on_step()
-    return {n: {"body_ms": statistics.median(t["body"]), "lm_head_ms": statistics.median(t["lm"])}
-            for n, t in times.items()}
-
-
-# -- 2. head step -----------------------------------------------------------------------------
-@torch.inference_mode()
-def measure_head_steps(target, head, ctx: int = 300, widths=(1, 2, 4, 8, 10), vocab_sizes=(None, 8192),
-                       top_k: int = 8, repeats: int = 7, on_step=None) -> dict:
-    """{"head_ms": {m: ms}, "lm_ms": {(N, m): ms}}: the head layer on m tokens over a ctx-token
-    head cache, and the draft LM head + log-softmax + top-k over N vocabulary rows. `on_step()`,
-    if given, is called after each width."""
-    dev, H = target.device, target.hidden_size
-    cache = head.new_cache(ctx + 64)
-    feats = torch.randn(1, ctx, H, device=dev, dtype=target.dtype)
-    emb = target.embed(torch.arange(ctx, device=dev) % target.vocab_size)[None].to(target.dtype)
-    head(emb, feats, torch.arange(ctx, device=dev), cache=cache)
-    w = target.lm_head.weight
-    out = {"head_ms": {}, "lm_ms": {}}
-    for m in widths:
-        e, f, pos = emb[:, :m], feats[:, :m], torch.full((m,), ctx, device=dev)
-
-        def step():
-            head(e, f, pos, cache=cache)
-            cache.crop(ctx)
-            sync(dev)
-        step()
-        out["head_ms"][m] = 1e3 * median_s(step, repeats)
-        for N in vocab_sizes:
-            # the product the drafter runs (draft.Drafter: the kernel the target picks for this shape)
-            wN = w[: (N or w.shape[0])].detach().clone()
-            product = linear_of(wN, target.linear_backend(tuple(wN.shape)))
-            x = torch.randn(m, H, device=dev, dtype=target.dtype)
-
-            def lm():
-                torch.log_softmax(product(x).float(), -1).topk(top_k, dim=-1)
-                sync(dev)
-            lm()
-            out["lm_ms"][(N or w.shape[0], m)] = 1e3 * median_s(lm, repeats)
-        if on_step is not None:
-            on_step()
-    return out
 
 
 # -- 3. whole cycles --------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import statistics
 import torch
 
 from ..cpu import kernels
-from .timing import ForwardTiming
+from ..machine.timing import ForwardTiming
 
 ROWS = (1, 2, 4, 5, 8, 12, 16, 24, 32, 64)
 

@@ -27,11 +27,11 @@ import torch
 
 from ..config import PRESETS, DecodeSettings
 from ..engine_loading import load_engine
+from ..machine.info import machine_info
 from ..target.gpu_presence import cached_mismatch
 from ..parting import first_parting
 from ..target import native_bf16, pick_device
 from .forward_costs import time_forward
-from .report import machine_info
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FULL = dict(prompts=6, new_tokens=128, rows=(1, 2, 4, 8, 16, 24, 32, 48, 64), repeats=5)

@@ -30,10 +30,11 @@ import time
 import torch
 
 from ..config import DecodeSettings, add_tree_argument, default_tree
+from ..clock import sync
+from ..machine.info import machine_info
 from .journal import Journal, Sample, sample_to_dict
 from .prompts import MT_BENCH, Prompt, load_prompts
-from .report import eagle_by_tau, eagle_by_vanilla_step, machine_info, render_markdown, render_png, replace_block, summarize
-from .timing import sync
+from .report import eagle_by_tau, eagle_by_vanilla_step, render_markdown, render_png, replace_block, summarize
 
 METHOD_NAMES = ("vanilla", "hf", "hf-pld", "eagle", "eagle3", "llama.cpp")  # eagle3: EAGLE-3 head, EAGLE-2 tree
 

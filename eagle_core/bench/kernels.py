@@ -28,9 +28,9 @@ import argparse
 import torch
 
 from ..cpu import kernels
+from ..machine.timing import median_s
 from .forward_costs import ROWS
 from .report import replace_block
-from .timing import median_s
 
 PRODUCT_ROWS = (1, 2, 4, 8, 16, 24, 64)
 

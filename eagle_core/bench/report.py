@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
 
 BASELINES = ("vanilla", "hf", "hf-pld", "llama.cpp")
@@ -27,22 +26,6 @@ BASELINES = ("vanilla", "hf", "hf-pld", "llama.cpp")
 
 def _key(base: str) -> str:
     return "speedup_vs_" + base.replace("-", "_").replace(".", "_")
-
-
-def machine_info(device: str) -> dict:
-    import torch
-
-    from ..cpu.kernels import cpu_model
-
-    info = {"device": str(device), "cpu": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
-    if str(device).startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name()
-    try:
-        info["loadavg_1m"] = round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):
-        pass
-    return info
 
 
 def save_json(path: str | None, data: dict) -> dict:

@@ -17,8 +17,8 @@ import time
 import torch
 
 from ..config import DecodeSettings, add_tree_argument, parse_trees
+from ..machine.info import machine_info
 from .prompts import MT_BENCH, load_prompts
-from .report import machine_info
 
 SWEEP = parse_trees(["2,2,4", "3,3,6", "3,4,8", "4,4,10", "4,6,12", "5,6,16", "5,8,24"])  # the default trees swept
 

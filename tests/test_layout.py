@@ -194,3 +194,51 @@ def test_test_files_stay_under_500_lines():
     long = [f for f in sorted(os.listdir(tests)) if f.endswith(".py")
             and open(os.path.join(tests, f), encoding="utf-8").read().count("\n") > 500]
     assert not long, long
+
+
+def test_the_engine_shows_its_design_at_the_top():
+    """eagle_core's top level holds the loop, tree, verification, trace and settings (at most 12
+    modules); the target, the heads and drafting, and the CPU fast path are packages of their own."""
+    top = sorted(f for f in os.listdir(ROOT) if f.endswith(".py"))
+    assert len(top) <= 12, top
+    assert {"decode.py", "tree.py", "verify.py", "trace.py", "config.py"} <= set(top)
+    packages = {d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "__init__.py"))}
+    assert {"target", "drafting", "cpu", "bench", "train"} <= packages, packages
+
+
+def _engine_sources():
+    for d, _, files in os.walk(ROOT):
+        if os.path.relpath(d, ROOT).split(os.sep)[0] in ("bench", "train"):
+            continue
+        yield from (os.path.join(d, f) for f in sorted(files) if f.endswith(".py"))
+
+
+def test_the_engine_has_one_switch():
+    """The one environment variable that changes what the engine computes is EAGLE_PORTABLE (the
+    portable path everywhere); the others it reads say where (its cache) and how long (a hub probe).
+    Everything else about the CPU fast path is FastPath, chosen at load."""
+    import re
+
+    names = set()
+    for path in _engine_sources():
+        names |= set(re.findall(r"[\"'](EAGLE_[A-Z0-9_]+)[\"']", open(path, encoding="utf-8").read()))
+    assert names <= {"EAGLE_PORTABLE", "EAGLE_EXPLAINER_CACHE", "EAGLE_HUB_PROBE_S"}, names
+    assert "EAGLE_PORTABLE" in names
+
+
+def test_nothing_outside_the_fast_path_imports_its_private_names():
+    offenders = []
+    for path in _sources():
+        rel = os.path.relpath(path, REPO)
+        if rel.startswith(os.path.join("eagle_core", "cpu") + os.sep):
+            continue
+        mod = _module(path) if rel.startswith("eagle_core") else ""
+        package = mod if path.endswith("__init__.py") else mod.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            if target.startswith("eagle_core.cpu") and any(a.name.startswith("_") for a in node.names):
+                offenders.append(f"{rel}:{node.lineno}")
+    assert not offenders, offenders

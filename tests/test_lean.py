@@ -50,11 +50,11 @@ def build(kind: str = "llama", vocab: int = 64, seed: int = 0, ctx: int = 512, a
 @contextlib.contextmanager
 def transformers_path(target):
     """The same target, kernels and cache through transformers (the reference)."""
-    saved, target._lean = target._lean, None
+    saved, target.lean_forward = target.lean_forward, None
     try:
         yield
     finally:
-        target._lean = saved
+        target.lean_forward = saved
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def row_exact(target) -> bool:
 def c_layers(target) -> bool:
     """Does `target`'s lean forward run its layers as layer.c calls? Their norm and silu are not
     torch's operations, so they agree with transformers to rounding, not bit for bit."""
-    return target._lean is not None and target._lean._c_layers and BITWISE
+    return target.lean_forward is not None and target.lean_forward.c_layers and BITWISE
 
 
 def same(a, b, target=None, tol=1e-5):
@@ -125,7 +125,7 @@ def test_lean_forward_equals_transformers(name, layers, lean_calls, monkeypatch)
     assert len(lean_calls) == 7
     # (a sliding-window model's cache has transformers' own window layers: the torch operations)
     grows = name != "mistral-wide-window"
-    assert target._lean.c_calls == (6 if layers == "c-layers" and BITWISE and grows else 0)
+    assert target.lean_forward.c_calls == (6 if layers == "c-layers" and BITWISE and grows else 0)
     with transformers_path(target):
         ref, ref_cache = scenario(target)
     assert len(lean_calls) == 7
@@ -200,7 +200,7 @@ def test_eagle_greedy_equals_vanilla_through_lean(kind, layers, lean_calls, monk
     runs = [engine.run("hello world", DecodeSettings(max_new_tokens=40, chat_template=False, **t)) for t in trees]
     assert all(r.summary.token_ids == van.summary.token_ids for r in runs)
     assert max(c.accepted_drafts for c in runs[0].cycles) >= 2  # multi-token acceptance was exercised
-    assert lean_calls and (target._lean.c_calls > 0) == c_layers(target)
+    assert lean_calls and (target.lean_forward.c_calls > 0) == c_layers(target)
     with transformers_path(target):  # and the output is the transformers path's, sampling included
         assert engine.run("hello world", DecodeSettings(method="vanilla", max_new_tokens=40,
                                                         chat_template=False)).summary.token_ids == van.summary.token_ids

@@ -74,22 +74,22 @@ def measure(target, backends=None, rows=ROWS, context: int = 300, repeats: int =
     by_backend, bws = {}, []
     with torch.inference_mode():
         if installed is not None and installed.swaps:
-            lean_path = getattr(target, "_lean", None)
-            c_layers = lean_path is not None and lean_path._c_layers and kernels.library() is not None
+            lean_path = getattr(target, "lean_forward", None)
+            c_layers = lean_path is not None and lean_path.c_layers and kernels.library() is not None
             name = f"chosen: {chosen}" + (", layer.c per layer" if c_layers else "")
             by_backend[name] = time_forward(target, rows, context, repeats, bandwidth=bws)
             if c_layers:  # the lean forward's torch operations, on the same packed weights
-                lean_path._c_layers = False
+                lean_path.c_layers = False
                 try:
                     by_backend["chosen kernels, lean forward's torch operations"] = time_forward(target, rows, context, repeats)
                 finally:
-                    lean_path._c_layers = True
+                    lean_path.c_layers = True
             if lean_path is not None:  # the same kernels through transformers' modules
-                target._lean = None
+                target.lean_forward = None
                 try:
                     by_backend["chosen kernels, transformers forward"] = time_forward(target, rows, context, repeats)
                 finally:
-                    target._lean = lean_path
+                    target.lean_forward = lean_path
         for name in names:
             with installed.stock() if installed is not None else contextlib.nullcontext():
                 probe = kernels.install(target.model, name)

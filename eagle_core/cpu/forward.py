@@ -1,8 +1,9 @@
 """A lean forward of the target's decoder on a CPU: the same arithmetic as transformers, less overhead.
 
-A step of the default model (30 layers) spends ~45 ms in transformers, of which its matrix products
-are ~26 ms; the rest is Python per module, small tensor ops and 7 separate products per layer. This
-module runs the same decoder directly, one loop over the layers:
+Through transformers a decode step of the default model (30 layers) spends almost half its time
+outside its matrix products: Python per module, small tensor ops and 7 separate products per layer
+(docs/performance.md, "The kernels' choices, measured"). This module runs the same decoder
+directly, one loop over the layers:
 
     RMSNorm -> ONE product [Wq; Wk; Wv] (+ Qwen2's biases) -> RoPE on q and k together, with cos/sin
     from the model's own rotary module -> the engine's cache (its per-layer `update`) -> the model's
@@ -18,8 +19,8 @@ with it these torch operations equal the transformers forward bit for bit (tests
 
 On the engine's path (one sequence of at most 64 rows, its attention kernel and growing cache,
 every product on smallgemm) each layer is ONE call into kernels/layer.c, which does all of the
-above in C: at batch size 1 the ~25 torch operations and 5 kernel calls of a layer cost ~0.08 ms
-of Python and dispatch, a fifth of a decode step over 30 layers. Its norm and silu are computed
+above in C: at batch size 1 a layer's ~25 torch operations and 5 kernel calls are a fifth to a
+third of a decode step in Python and dispatch alone (same section). Its norm and silu are computed
 in C (a fixed summation order, a vectorised exp), so that path agrees with transformers to
 float32 rounding, not bit for bit; it is row invariant like every kernel here, so greedy EAGLE
 still reproduces vanilla decoding exactly (tests/test_lean.py). FastPath(passes="ops") keeps the
@@ -248,7 +249,7 @@ class LeanDecoder:
         self._sources = [t for b in self.blocks for p in _projections(b) for t in (p.weight, p.bias) if t is not None]
         self._inference = any(t.is_inference() for t in self._sources)  # (no version counter: storage only)
         self._lock = threading.Lock()
-        self._c_layers = target.fast.allows("layers")
+        self.c_layers = target.fast.allows("layers")
         self.c_calls = 0  # forwards run as layer.c calls (tests read it to see which path ran)
         self._pack()
         for b in self.blocks:  # the separate packed forms of q/k/v/gate/up are not read here any more:
@@ -263,7 +264,7 @@ class LeanDecoder:
 
     def _pack(self) -> None:
         seen = self._fingerprint()
-        own = self._c_layers and kernels.library() is not None and self.installed.policy in ("auto", "smallgemm")
+        own = self.c_layers and kernels.library() is not None and self.installed.policy in ("auto", "smallgemm")
         self.layers = [_Layer(b, self.installed, own) for b in self.blocks]
         self._seen = seen  # last: a concurrent call sees the old fingerprint until the new layers are in
 
@@ -338,7 +339,7 @@ class LeanDecoder:
         attention.MAX_ROWS rows (not a long prefill), the engine's attention and growing cache, every
         layer's products on smallgemm, a mask layer.c reads (none: causal, or the engine's (1, 1, n,
         L) tree mask)."""
-        if (B != 1 or n > attention.MAX_ROWS or cache is None or not self._c_layers
+        if (B != 1 or n > attention.MAX_ROWS or cache is None or not self.c_layers
                 or self.config._attn_implementation != attention.NAME or kernels.library() is None):
             return False
         if any(type(lc) is not GrowingLayer for lc in cache.layers[: len(layers)]):

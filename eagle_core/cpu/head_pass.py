@@ -134,7 +134,7 @@ class LeanHead:
         self.eagle3 = isinstance(head, Eagle3Head)
         self.installed = kernels.Installed([], {}, "smallgemm")  # what forward.stacked_product reads: the policy
         self._sources = [t for p in products(head) for t in (p.weight, p.bias) if t is not None]
-        self._modules = tuple(head.modules())  # whose hooks a call checks (walking the tree each call: ~10 us)
+        self._modules = tuple(head.modules())  # whose hooks a call checks (kept: walking the tree each call costs more)
         self._packed, self._seen = self._pack(), self._fingerprint()
         self._rope = None  # (cos, sin) tables by position, grown on demand (rope_rows)
         self.c_layers = c_layers  # each layer as one layer.c call where it can be

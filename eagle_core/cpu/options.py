@@ -3,7 +3,7 @@
     load_engine(fast=FastPath(...))   load_target(..., fast=...)   from_model(..., fast=...)
 
 The defaults are what ships. The other values exist for the equality tests, which run one model
-down two paths and compare the bits, and for A/B timing (docs/performance.md, "Measuring").
+down two paths and compare the bits, and for A/B timing (docs/performance.md, "The engine's CPU kernels").
 `EAGLE_PORTABLE=1` in the environment is the one switch left: the portable path everywhere (stock
 torch modules, no C kernel at all), as on a GPU, to rule the fast path in or out while debugging.
 """

@@ -140,14 +140,14 @@ class Target:
             self.eos_ids = tuple(sorted(ids))
         self._lm_head_f32: tuple | None = None  # half precision: the LM head's weight in float32
         # after the kernels are installed: the lean decoder forward, or why the transformers one
-        self._lean, self.forward_path, self.forward_note = lean.build(self)
+        self.lean_forward, self.forward_path, self.forward_note = lean.build(self)
 
     # -- the two calls the engine makes --------------------------------------------------------
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, cache, position_ids=None, attention_mask=None) -> torch.Tensor:
         """Run the model body. input_ids (1, n) -> features (1, n, H), appending n entries to `cache`."""
-        if self._lean is not None and self._lean.applies(input_ids, cache, attention_mask):
-            return self._lean.forward(input_ids, cache, position_ids, attention_mask)[0]
+        if self.lean_forward is not None and self.lean_forward.applies(input_ids, cache, attention_mask):
+            return self.lean_forward.forward(input_ids, cache, position_ids, attention_mask)[0]
         out = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                         **cache_kwarg(cache), use_cache=True)
         return out.last_hidden_state
@@ -172,8 +172,8 @@ class Target:
         layers. Returns (last hidden states (B, n, H), captured (B, n, len(layers) * H) in the order
         given). Without `cache`: a plain batched teacher-forced forward (training data). The lean
         path captures the same tensors directly, without hooks."""
-        if self._lean is not None and self._lean.applies(input_ids, cache, attention_mask):
-            last, captured = self._lean.forward(input_ids, cache, position_ids, attention_mask, capture=tuple(layers))
+        if self.lean_forward is not None and self.lean_forward.applies(input_ids, cache, attention_mask):
+            last, captured = self.lean_forward.forward(input_ids, cache, position_ids, attention_mask, capture=tuple(layers))
             return last, torch.cat(captured, dim=-1)
         seen: dict[int, torch.Tensor] = {}
         blocks = self.body.layers

@@ -41,7 +41,7 @@ from .gemv8 import SmallGemm8
 # The row counts a decode meets, with their weight in the choice: a vanilla step (1 row), the CPU
 # tree's verification (5), larger trees (16, weighted less). Summed unweighted, the 8- and 16-row
 # products (arithmetic-bound, slowest) outweighed the 1-row step and could pick a backend that is
-# faster at 16 rows but 20% slower per decode step (seen once on a Zen 4).
+# faster at 16 rows but slower per decode step (docs/performance.md, "The engine's CPU kernels").
 CALIBRATION_ROWS = {1: 1.0, 5: 1.0, 16: 0.25}
 COLD_BYTES = 64 << 20  # calibration cycles through copies of the weight filling this many bytes ...
 MAX_COPIES = 128  # ... (at most this many), so each product reads its weight from memory, as in a forward

@@ -211,3 +211,34 @@ def test_the_comparison_card_says_where_and_why_half_precision_parted():
     card = comparison_html(runs["eagle"], runs["vanilla"], parting=p)
     assert f"part at new token {p['position'] + 1}" in card and "near-tie in bfloat16" in card
     assert "no near-tie" in comparison_html(runs["eagle"], runs["vanilla"], parting={**p, "near_tie": False})
+
+
+def test_eagle_portable_turns_every_kernel_off_and_decoding_stays_lossless():
+    """EAGLE_PORTABLE=1, the one engine switch: no C kernel is built or called (the library reports
+    why), the target loads on stock modules and transformers' forward, the drafter is the portable
+    one, and greedy EAGLE still decodes what vanilla decodes. In a fresh interpreter: the library is
+    decided once per process."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+from conftest import tiny_head, tiny_target
+from eagle_core import DecodeSettings, Engine, FastPath
+from eagle_core.cpu import kernels
+assert kernels.library() is None and "EAGLE_PORTABLE=1" in kernels.library_error()
+assert FastPath.default() == FastPath.portable()
+t = tiny_target("llama", seed=0, vocab=24)
+assert t.forward_path == "transformers" and not t.kernels.swaps
+e = Engine(t, tiny_head(t, seed=10))
+assert e.drafter.cpu is None
+s = dict(max_new_tokens=30, chat_template=False)
+van = e.run("abcab", DecodeSettings(method="vanilla", **s)).summary.token_ids
+for tree in (dict(depth=4, tree_top_k=4, total_tokens=12), dict(depth=2, tree_top_k=2, total_tokens=3)):
+    assert e.run("abcab", DecodeSettings(method="eagle2", **tree, **s)).summary.token_ids == van
+print("ok")
+"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {**os.environ, "EAGLE_PORTABLE": "1", "PYTHONPATH": os.pathsep.join([here, os.path.dirname(here)])}
+    out = subprocess.run([sys.executable, "-c", code], cwd=here, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -156,7 +156,7 @@ def test_decode_through_the_lean_pass_is_the_module_decode_and_vanilla(method):
 
     s = DecodeSettings(method=method, depth=3, tree_top_k=2, total_tokens=6, max_new_tokens=40)
     van = e.run("abcab", DecodeSettings(method="vanilla", max_new_tokens=40)).summary.token_ids
-    if drafter.cpu.fused is not None:  # EAGLE-2: the lean pass's arithmetic as one kernel call (draft_fused.py)
+    if drafter.cpu.fused is not None:  # EAGLE-2: the lean pass's arithmetic as one kernel call (cpu/fused_pass.py)
         fused_run = drafter.cpu.fused.run
         drafter.cpu.fused.run = lambda *a, **k: (calls.append(1), fused_run(*a, **k))[1]
     saved, drafter.cpu.lean = drafter.cpu.lean, Spy()

@@ -22,14 +22,14 @@ def _key(fn):
 
 def _engine_functions() -> dict:
     from .. import decode, target, tree
-    from ..cpu import fused_pass as draft_fused, head_pass as lean_head
+    from ..cpu import fused_pass, head_pass
     from ..drafting import drafter as draft, head
 
     g = lambda obj, name: getattr(obj, name, None)  # noqa: E731  (tolerate engine refactors)
     return {
         "Target.forward": g(target.Target, "forward"), "Target.logits": g(target.Target, "logits"),
-        "EagleHead.forward": g(head.EagleHead, "forward"), "LeanHead.__call__": g(lean_head.LeanHead, "__call__"),
-        "FusedPass.run": g(draft_fused.FusedPass, "run"), "FusedPass.top": g(draft_fused.FusedPass, "top"),
+        "EagleHead.forward": g(head.EagleHead, "forward"), "LeanHead.__call__": g(head_pass.LeanHead, "__call__"),
+        "FusedPass.run": g(fused_pass.FusedPass, "run"), "FusedPass.top": g(fused_pass.FusedPass, "top"),
         "Drafter._logits": g(draft.Drafter, "_logits"), "Drafter._expand_top": g(draft.Drafter, "_expand_top"),
         "Drafter._run": g(draft.Drafter, "_run"), "Drafter._expand": g(draft.Drafter, "_expand"),
         "Drafter.catch_up": g(draft.Drafter, "catch_up"), "Drafter.draft": g(draft.Drafter, "draft"),

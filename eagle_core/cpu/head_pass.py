@@ -15,7 +15,7 @@ layer as:
 Every operation is the one the modules run, elementwise in the same order, and the fused products
 go through smallgemm (one accumulator per output in a fixed order, so stacking changes no bit).
 Drafting with a cache on a CPU in float32 takes this attention kernel in the modules too
-(head_parts.AttentionBlock.attend), so these torch operations equal the module pass bit for bit
+(drafting/head_layers.py, AttentionBlock.attend), so these torch operations equal the module pass bit for bit
 (tests/test_lean_head.py). Training never has a cache and keeps SDPA.
 
 Where every product of a layer is on smallgemm (float32 or float16 panels), the layer from the

@@ -1,7 +1,12 @@
-"""The CPU fast path: the engine's own kernels and the passes built on them.
+"""The CPU fast path: the engine's own kernels and the passes built on them, chosen once at load.
 
+    options     FastPath: the one options object (load_engine(fast=...)); EAGLE_PORTABLE=1 turns it all off
     kernels     C kernels: batch-invariant linear layers, tree attention, row top-k, cache moves
     forward     the target's decoder forward in a few calls per layer (layer.c)
+    drafting    the drafter's side: its weights' storage and which pass drafts (the drafter asks it first)
     head_pass   the draft head's pass in a few calls
     fused_pass  a whole drafting pass (head, draft LM head, top k) as one kernel call
 """
+from .options import FastPath
+
+__all__ = ["FastPath"]

@@ -112,8 +112,9 @@ class CpuDrafting:
 
 
 def for_drafter(drafter) -> CpuDrafting | None:
-    """The drafter's CPU path, or None where the target runs the portable path."""
-    fast, target = getattr(drafter.target, "fast", None), drafter.target
-    if fast is None or fast.kernels == "stock" or target.kernels is None or not target.kernels.swaps:
+    """The drafter's CPU path, or None where the target runs the portable path (no kernels installed:
+    another device, FastPath(kernels="stock") or EAGLE_PORTABLE=1)."""
+    target = drafter.target
+    if target.kernels is None or not target.kernels.swaps:
         return None
-    return CpuDrafting(drafter, fast)
+    return CpuDrafting(drafter, target.fast)

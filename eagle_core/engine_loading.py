@@ -15,7 +15,7 @@ from .config import METHODS, DecodeSettings
 from .cpu.options import FastPath
 from .decode import Engine
 from .drafting.shipped import load_default_head, load_default_head3
-from .drafting.head3 import check_fits
+from .drafting.head import check_fits
 from .target import Target, load_target, parse_dtype
 
 EAGLE12_METHODS = ("eagle2", "eagle1", "chain")  # the methods that draft with an EAGLE-1/2 head

@@ -12,8 +12,8 @@ from eagle_core.train import featcache
 from eagle_core.train.features import id_batch, teacher_forced
 from eagle_core.train.datasets import load_training_data
 from eagle_core.train.ids import FORMAT, tokenizer_fingerprint, write_manifest, write_part
-from eagle_core.train.loop import collate
-from eagle_core.train.loop3 import target_batch
+from eagle_core.train.eagle2 import collate
+from eagle_core.train.eagle3 import target_batch
 from test_head3 import tiny_target8
 
 
@@ -118,10 +118,8 @@ def test_trainers_read_the_cache(tmp_path, monkeypatch):
         target_batch(target, head, (1, 2, 3), train, idx, 32)
 
     from eagle_core import target as target_mod
-    from eagle_core.train import session
     from eagle_core.train.__main__ import main
 
-    monkeypatch.setattr(session, "load_target", lambda *a, **k: target)
     monkeypatch.setattr(target_mod, "load_target", lambda *a, **k: target)
     common = ["--data", out, "--epochs", "1", "--threads", "1", "--tokens-per-batch", "96", "--draft-vocab", "16",
               "--holdout-every", "4"]

@@ -160,3 +160,39 @@ def test_llama3_rope_scaling_config():
     base = 1.0 / (500000.0 ** (torch.arange(0, 16, 2).float() / 16))
     assert torch.isclose(inv[0], base[0])  # highest frequency unchanged
     assert torch.isclose(inv[-1], base[-1] / 8)  # lowest frequency divided by the factor
+
+
+def test_one_fit_check_names_every_mismatch_in_one_message(tmp_path):
+    """head.check_fits is the fit check of both heads: loading an EAGLE-1/2 or EAGLE-3 head, the
+    EAGLE-3 drafter and load_engine all go through it, and a head that does not fit gets ONE message
+    naming each size that differs (not only the first)."""
+    from test_head3 import tiny_head3, tiny_target8
+
+    from eagle_core import Engine
+    from eagle_core.drafting.head import check_fits
+    from eagle_core.drafting.head3 import load_head3, save_head3
+    from eagle_core.engine_loading import fits3
+
+    target = tiny_target()  # hidden 64, vocabulary 24, 2 layers
+    head = tiny_head(target)
+    assert check_fits(head.config, target) == ()
+    save_head(head, str(tmp_path / "h2"), dtype=torch.float32)
+    both = r"^EAGLE-1/2 head does not fit the target: head hidden size 64, target hidden size 32 \(.*\); " \
+           r"head vocabulary 24, target vocabulary 30$"
+    with pytest.raises(ValueError, match=both):
+        check_fits(head.config, hidden_size=32, vocab_size=30)
+    with pytest.raises(ValueError, match=both):
+        load_head(str(tmp_path / "h2"), 32, 30)
+    # EAGLE-3: the sizes and the layers it reads, in the same one message
+    t8 = tiny_target8()
+    h3 = tiny_head3(t8)
+    assert check_fits(h3.config, t8) == (2, 4, 5) and fits3(h3, t8)
+    save_head3(h3, str(tmp_path / "h3"), dtype=torch.float32)
+    small = tiny_target(vocab=30)  # 2 layers: (2, N//2, N-3) = (2, 1, -1) is not there
+    msg = (r"^EAGLE-3 head does not fit the target: head vocabulary 24, target vocabulary 30; "
+           r"head reads target layers \(2, 1, -1\); the target has 2 layers$")
+    with pytest.raises(ValueError, match=msg):
+        load_head3(str(tmp_path / "h3"), small)
+    with pytest.raises(ValueError, match=msg):
+        Engine(small, head3=h3)
+    assert not fits3(h3, small)

@@ -179,7 +179,7 @@ def test_target_mismatch_names_both_sizes(tmp_path):
     other = from_model(AutoModelForCausalLM.from_config(LlamaConfig(
         vocab_size=24, hidden_size=32, intermediate_size=64, num_hidden_layers=8, num_attention_heads=4,
         num_key_value_heads=2)), CharTokenizer(24), eos_ids=(-1,))
-    with pytest.raises(ValueError, match="target hidden size 64, target hidden size 32"):
+    with pytest.raises(ValueError, match="head hidden size 64, target hidden size 32"):
         load_head3(str(tmp_path), other)
     with pytest.raises(ValueError, match="at least 7 layers"):
         Engine(tiny_target8(layers=4), head3=Eagle3Head(_cfg(target)))

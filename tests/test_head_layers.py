@@ -12,7 +12,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRot
 from conftest import tiny_head, tiny_target
 from eagle_core import DecodeSettings, Engine
 from eagle_core.drafting.head import HeadConfig, load_head, save_head
-from eagle_core.train.loop import state_layers, warm_start
+from eagle_core.train.eagle2 import state_layers, warm_start
 from test_head import PUBLISHED_KEYS
 
 LAYER_KEYS = {k.removeprefix("layers.0.") for k in PUBLISHED_KEYS if k.startswith("layers.0.")}  # a layer-0 key's tail

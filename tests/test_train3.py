@@ -2,7 +2,7 @@
 import torch
 
 from eagle_core.drafting.head3 import Eagle3Config, Eagle3Head
-from eagle_core.train.loop3 import draft_vocabulary3, target_batch, ttt_loss
+from eagle_core.train.eagle3 import draft_vocabulary3, target_batch, ttt_loss
 from conftest import draft_chain
 from test_head3 import tiny_target8
 
@@ -51,7 +51,7 @@ def test_init_from_target_starts_as_the_targets_logit_lens():
     """With the decoder layer's two residual branches silenced, a target-initialised head's draft
     logits are the target's LM head over its final norm of the highest captured layer input,
     restricted to the draft vocabulary (rows in d2t order)."""
-    from eagle_core.train.loop3 import init_from_target
+    from eagle_core.train.eagle3 import init_from_target
 
     torch.manual_seed(0)
     target = tiny_target8(vocab=24, seed=2)
@@ -72,7 +72,7 @@ def test_heldout_sets_scored_in_one_pass_match_scoring_each_set_alone():
     """holdout_accuracies3 runs each held-out record once and adds up its groups' counts: the
     result must be what scoring "all", "chat", "self" and "fixed" one by one gives."""
     from eagle_core.train.loop import holdout_sets
-    from eagle_core.train.loop3 import holdout_accuracies3, holdout_accuracy3
+    from eagle_core.train.eagle3 import holdout_accuracies3, holdout_accuracy3
 
     target = tiny_target8(vocab=24, seed=1)
     g = torch.Generator().manual_seed(2)

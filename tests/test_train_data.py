@@ -12,12 +12,12 @@ from conftest import tiny_target
 from eagle_core.train import gen_ids
 from eagle_core.train.data import generate_batch
 from eagle_core.train.features import id_batch, teacher_forced
-from eagle_core.train.fixed import build_fixed, encode_exchange, end_of_turn_id
+from eagle_core.train.reference_answers import build_reference_answers, encode_exchange, end_of_turn_id
 from eagle_core.train.datasets import load_training_data
 from eagle_core.train.ids import (is_heldout, load_id_dataset, part_records, read_part,
                                   write_part)
-from eagle_core.train.loop import collate
-from eagle_core.train.loop3 import target_batch
+from eagle_core.train.eagle2 import collate
+from eagle_core.train.eagle3 import target_batch
 
 EOS = 1
 
@@ -94,7 +94,7 @@ def test_fixed_answers_refuse_eval_overlap_and_skip_empty(dirs, tmp_path):
     train, ev = dirs
     target = tiny_target(eos=EOS)
     out = str(tmp_path / "fixed")
-    m = build_fixed(target, train, ev, out, max_prompt_tokens=384, max_seq=1024)
+    m = build_reference_answers(target, train, ev, out, max_prompt_tokens=384, max_seq=1024)
     assert m["overlap_check"]["dropped_eval_overlap"] == 1
     assert m["excluded_by_licence"] == {"t0_summarization_en.jsonl": m["excluded_by_licence"]["t0_summarization_en.jsonl"]}
     s = m["sources"]["gsm8k_train.part1.jsonl"]
@@ -104,9 +104,9 @@ def test_fixed_answers_refuse_eval_overlap_and_skip_empty(dirs, tmp_path):
     assert r["ids"].tolist() == tok("two plus two")["input_ids"] + tok("2+2 = 4\n#### 4")["input_ids"] + [EOS]
     assert r["line"] == 1 and r["prompt_len"] == len("two plus two")
     with pytest.raises(ValueError, match="eval"):
-        build_fixed(target, ev, ev, out, 384, 1024)
+        build_reference_answers(target, ev, ev, out, 384, 1024)
     with pytest.raises(ValueError, match="overlap"):
-        build_fixed(target, train, str(tmp_path / "missing"), out, 384, 1024)
+        build_reference_answers(target, train, str(tmp_path / "missing"), out, 384, 1024)
 
 
 def _gen_args(train, ev, out, **kw):
@@ -269,7 +269,6 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     """`train --data DIR` and `train3 --data DIR` end to end on an id dataset (tiny targets stand
     in for the default model)."""
     from eagle_core import target as target_mod
-    from eagle_core.train import session
     from eagle_core.train.__main__ import main
     from eagle_core.train.ids import FORMAT, tokenizer_fingerprint, write_manifest
     from test_head3 import tiny_target8
@@ -282,7 +281,7 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     entry = write_part(os.path.join(data, "p.npz"), seqs, [4] * len(seqs), ["oasst_prompts_en.jsonl"] * len(seqs),
                        list(range(1, len(seqs) + 1)), 24)
     write_manifest(data, {"format": FORMAT, "tokenizer": tokenizer_fingerprint(t2), "files": [entry]})
-    monkeypatch.setattr(session, "load_target", lambda *a, **k: t2)
+    monkeypatch.setattr(target_mod, "load_target", lambda *a, **k: t2)
     common = ["--data", data, "--epochs", "1", "--threads", "1", "--tokens-per-batch", "128", "--draft-vocab", "16",
               "--holdout-every", "4"]
     main(["train", *common, "--out", str(tmp_path / "run2")])
@@ -321,6 +320,46 @@ def test_train_and_train3_commands_run_on_a_token_id_dataset(tmp_path, monkeypat
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 7]
     with pytest.raises(ValueError, match="the target has 8 layers"):
         main(["train3", *common, "--steps", "2", "--out", str(tmp_path / "e"), "--layers", "1", "3", "8"])
+
+
+def test_one_loop_resumes_both_heads_to_the_same_weights(tmp_path, monkeypatch):
+    """train and train3 run through one loop (train/loop.py): stopped after a step and rerun, each
+    ends with the head an uninterrupted run ends with, bit for bit (EAGLE-2's input noise too: the
+    RNG state is in the checkpoint), also from an EAGLE-3 checkpoint written before the loop was
+    shared (no RNG state, no config). Every --eval-every step gets a held-out record for both."""
+    from eagle_core import target as target_mod
+    from eagle_core.train.__main__ import main
+    from eagle_core.train.ids import FORMAT, tokenizer_fingerprint, write_manifest
+    from test_head3 import tiny_target8
+
+    g = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(3, 24, (int(n),), generator=g).tolist() for n in torch.randint(8, 20, (10,), generator=g)]
+    data = str(tmp_path / "ids")
+    os.makedirs(data)
+    entry = write_part(os.path.join(data, "p.npz"), seqs, [4] * len(seqs), ["oasst_prompts_en.jsonl"] * len(seqs),
+                       list(range(1, len(seqs) + 1)), 24)
+    write_manifest(data, {"format": FORMAT, "tokenizer": tokenizer_fingerprint(tiny_target(eos=EOS)), "files": [entry]})
+    common = ["--data", data, "--epochs", "2", "--threads", "1", "--tokens-per-batch", "128", "--draft-vocab", "16",
+              "--holdout-every", "4", "--eval-every", "1"]
+    for cmd, target, extra, ckpt, log in (("train", tiny_target(eos=EOS), ["--noise", "0.2"], "ckpt.pt", "log.jsonl"),
+                                          ("train3", tiny_target8(), ["--steps", "2"], "ckpt3.pt", "log3.jsonl")):
+        monkeypatch.setattr(target_mod, "load_target", lambda *a, **k: target)
+        straight, paused = str(tmp_path / f"{cmd}_straight"), str(tmp_path / f"{cmd}_paused")
+        main([cmd, *common, *extra, "--out", straight])
+        main([cmd, *common, *extra, "--out", paused, "--max-minutes", "1e-9"])  # stops after its first step
+        c = torch.load(os.path.join(paused, ckpt), weights_only=False)
+        assert c["state"]["step"] == 1
+        if cmd == "train3":  # as the EAGLE-3 trainer wrote it before the loop was shared
+            torch.save({k: c[k] for k in ("head", "opt", "sched", "state")}, os.path.join(paused, ckpt))
+        main([cmd, *common, *extra, "--out", paused])
+        a = torch.load(os.path.join(straight, ckpt), weights_only=False)
+        b = torch.load(os.path.join(paused, ckpt), weights_only=False)
+        assert a["state"]["step"] == b["state"]["step"] > 2
+        for k, v in a["head"].items():
+            assert torch.equal(v, b["head"][k]), (cmd, k)
+        held = [r["step"] for r in map(json.loads, open(os.path.join(straight, log))) if "epoch_end" in r]
+        n = a["state"]["step"]
+        assert held == [0, *range(1, n // 2 + 1), n // 2, *range(n // 2 + 1, n + 1), n]
 
 
 def test_heldout_only_generation_answers_exactly_the_prompts_every_trainer_holds_out(tmp_path):

@@ -7,7 +7,7 @@ import torch
 
 from conftest import tiny_target
 from eagle_core.drafting.head import EagleHead, HeadConfig
-from eagle_core.train.loop import collate, step_loss, topk_loss
+from eagle_core.train.eagle2 import collate, step_loss, topk_loss
 
 
 def test_topk_loss_by_hand():

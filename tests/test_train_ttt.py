@@ -5,7 +5,7 @@ import torch
 
 from conftest import draft_chain, draft_node_mask, tiny_head, tiny_target
 from eagle_core.drafting.head import EagleHead, HeadConfig
-from eagle_core.train.loop import collate, step_loss
+from eagle_core.train.eagle2 import collate, step_loss
 
 
 def _head(target, seed=0):

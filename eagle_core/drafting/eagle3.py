@@ -4,7 +4,8 @@ EAGLE-3 (arXiv:2503.01840) keeps EAGLE-2's dynamic tree; only what the head read
 turns a feature into a token distribution change, so this drafter overrides a few small pieces
 of `Drafter` and inherits the chain, static and dynamic tree code unchanged:
 
-  fit       check_fits: the target has the layers the head reads (also gives `target_layers`)
+  fit       head.check_fits (the one fit check of both heads): the target has the layers the head
+            reads (also gives `target_layers`)
   catch up  the committed pairs carry the target's captured layer inputs (m, 3H), fused by the
             head's `fc`; the head's own pre-norm output then feeds every deeper draft step
   logits    the head's own norm + lm_head over its draft vocabulary (not the target's LM head)
@@ -17,12 +18,13 @@ from __future__ import annotations
 import torch
 
 from .drafter import Drafter
-from .head3 import Eagle3Head, check_fits
+from .head import check_fits
+from .head3 import Eagle3Head
 
 
 class Eagle3Drafter(Drafter):
     def __init__(self, head: Eagle3Head, target):
-        self.target_layers = check_fits(head.config, target)  # raises ValueError naming both sizes
+        self.target_layers = check_fits(head.config, target)  # one ValueError naming every mismatch
         super().__init__(head, target)
 
     @staticmethod

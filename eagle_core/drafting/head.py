@@ -177,22 +177,61 @@ class EagleHead(HeadBase):
 
 
 # ---------------------------------------------------------------------------------------------
-# Checkpoints: config.json + model.safetensors (or pytorch_model.bin), the published key layout.
-# An optional draft_vocab.json holds the reduced draft vocabulary (token ids the head may draft).
+# Checkpoints of both heads (EAGLE-1/2 here, EAGLE-3 in head3.py): config.json + model.safetensors
+# (or pytorch_model.bin) in the published key layout, read and written by the functions below. An
+# optional draft_vocab.json holds an EAGLE-1/2 head's reduced draft vocabulary (token ids it may draft).
 
 DRAFT_VOCAB_FILE = "draft_vocab.json"
 OPTIONAL_KEYS = {"embed_tokens.weight"}  # published heads carry a copy of the target's embedding
 
 
-def save_head(head: EagleHead, path: str, draft_vocab: list[int] | None = None, dtype=torch.float16, meta=None):
-    """Write `path/config.json` + `path/model.safetensors` (+ draft_vocab.json)."""
-    from safetensors.torch import save_file
+def check_fits(config, target=None, *, hidden_size: int | None = None, vocab_size: int | None = None,
+               num_layers: int | None = None) -> tuple[int, ...]:
+    """Whether a head (a HeadConfig or an Eagle3Config) can draft for a target: the one fit check of
+    both heads, used when a head loads, when a drafter is built and when the engine picks its heads.
+    The target's sizes come from `target` or are given one by one (a size left None is not checked).
+    Raises ONE ValueError naming every mismatch; returns the target layers an EAGLE-3 head reads
+    (() for an EAGLE-1/2 head, which reads the last layer's output)."""
+    if target is not None:
+        hidden_size, vocab_size = target.hidden_size, target.vocab_size
+        num_layers = int(target.config.num_hidden_layers)
+    eagle3 = hasattr(config, "layers_for")
+    wrong = []
+    reads = getattr(config, "target_hidden_size", None)
+    if hidden_size is not None and reads not in (None, config.hidden_size) and reads != hidden_size:
+        wrong.append(f"head reads target hidden size {reads}, target hidden size {hidden_size}")
+    if hidden_size is not None and config.hidden_size != hidden_size:
+        wrong.append(f"head hidden size {config.hidden_size}, target hidden size {hidden_size} "
+                     "(the head drafts through the target's embedding)")
+    if vocab_size is not None and config.vocab_size != vocab_size:
+        wrong.append(f"head vocabulary {config.vocab_size}, target vocabulary {vocab_size}")
+    layers: tuple[int, ...] = ()
+    if eagle3 and num_layers is not None:
+        try:
+            layers = config.layers_for(num_layers)
+        except ValueError as e:
+            wrong.append(str(e))
+    if wrong:
+        raise ValueError(f"{'EAGLE-3' if eagle3 else 'EAGLE-1/2'} head does not fit the target: " + "; ".join(wrong))
+    return layers
 
+
+def save_head(head, path: str, draft_vocab: list[int] | None = None, dtype=torch.float16, meta=None,
+              fmt: str = "safetensors"):
+    """Write either head: `path/config.json` (+ `meta` under "eagle_explainer") and its weights in
+    `dtype` (integer buffers, EAGLE-3's d2t / t2d, as they are) as model.safetensors, or
+    pytorch_model.bin with fmt="bin"; and draft_vocab.json if `draft_vocab` is given."""
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump({**head.config.to_json_dict(), **({"eagle_explainer": meta} if meta else {})}, f, indent=2)
-    sd = {k: v.detach().to("cpu", dtype).contiguous() for k, v in head.state_dict().items()}
-    save_file(sd, os.path.join(path, "model.safetensors"))
+    sd = {k: (v.detach().to("cpu", dtype) if v.is_floating_point() else v.detach().cpu()).contiguous()
+          for k, v in head.state_dict().items()}
+    if fmt == "safetensors":
+        from safetensors.torch import save_file
+
+        save_file(sd, os.path.join(path, "model.safetensors"))
+    else:
+        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
     if draft_vocab is not None:
         write_draft_vocab(path, draft_vocab)
 
@@ -224,6 +263,15 @@ def read_draft_vocab(path: str, vocab_size: int) -> list[int] | None:
     return ids
 
 
+def read_config_json(path: str) -> dict:
+    """A head directory's config.json as a dict (FileNotFoundError naming the directory if absent)."""
+    cfg_file = os.path.join(path, "config.json")
+    if not os.path.exists(cfg_file):
+        raise FileNotFoundError(f"no config.json in {path}")
+    with open(cfg_file) as f:
+        return json.load(f)
+
+
 def read_state_dict(path: str) -> dict[str, torch.Tensor]:
     st, binf = os.path.join(path, "model.safetensors"), os.path.join(path, "pytorch_model.bin")
     if os.path.exists(st):
@@ -237,20 +285,10 @@ def read_state_dict(path: str) -> dict[str, torch.Tensor]:
 
 def load_head(path: str, target_hidden_size: int | None = None, target_vocab_size: int | None = None,
               device="cpu", dtype=torch.float32) -> tuple[EagleHead, list[int] | None]:
-    """Load a head strictly. Returns (head, draft vocabulary token ids or None)."""
-    cfg_file = os.path.join(path, "config.json")
-    if not os.path.exists(cfg_file):
-        raise FileNotFoundError(f"no config.json in {path}")
-    with open(cfg_file) as f:
-        cfg = HeadConfig.from_json_dict(json.load(f))
-    if target_hidden_size is not None and cfg.hidden_size != target_hidden_size:
-        raise ValueError(
-            f"head does not fit the target: head hidden size {cfg.hidden_size}, target hidden size {target_hidden_size}"
-        )
-    if target_vocab_size is not None and cfg.vocab_size != target_vocab_size:
-        raise ValueError(
-            f"head does not fit the target: head vocabulary {cfg.vocab_size}, target vocabulary {target_vocab_size}"
-        )
+    """Load a head strictly; with the target's sizes, also check that it fits (check_fits).
+    Returns (head, draft vocabulary token ids or None)."""
+    cfg = HeadConfig.from_json_dict(read_config_json(path))
+    check_fits(cfg, hidden_size=target_hidden_size, vocab_size=target_vocab_size)
     sd = read_state_dict(path)
     if "fc.bias" in sd and not cfg.bias:
         raise ValueError("checkpoint has fc.bias but config.json says \"bias\": false")
@@ -260,20 +298,23 @@ def load_head(path: str, target_hidden_size: int | None = None, target_vocab_siz
     return head.to(device=device, dtype=dtype).eval(), draft_vocab
 
 
-def load_state_strict(head: EagleHead, sd: dict[str, torch.Tensor]):
-    """Copy `sd` into `head`; any missing, unexpected or mis-shaped key is an error."""
+def load_state_strict(head, sd: dict[str, torch.Tensor], layout: str = "the EAGLE layout", check=None):
+    """Copy `sd` into either head; any missing, unexpected or mis-shaped key is an error naming
+    `layout`. `check(sd)`, once the keys and shapes are right: a head's own checks (ValueError),
+    returning the state dict to load (EAGLE-3: d2t / t2d, head3.py)."""
     own = head.state_dict()
+    cfg = head.config
     missing = sorted(set(own) - set(sd))
     unexpected = sorted(set(sd) - set(own) - OPTIONAL_KEYS)
     if missing or unexpected:
-        raise ValueError(f"head checkpoint does not match the EAGLE layout: missing keys {missing}, "
+        raise ValueError(f"head checkpoint does not match {layout}: missing keys {missing}, "
                          f"unexpected keys {unexpected}")
-    if "embed_tokens.weight" in sd:
-        V, H = head.config.vocab_size, head.config.hidden_size
-        if tuple(sd["embed_tokens.weight"].shape) != (V, H):
-            raise ValueError(f"embed_tokens.weight has shape {tuple(sd['embed_tokens.weight'].shape)}, "
-                             f"expected ({V}, {H}) from config.json")
+    if "embed_tokens.weight" in sd and tuple(sd["embed_tokens.weight"].shape) != (cfg.vocab_size, cfg.hidden_size):
+        raise ValueError(f"embed_tokens.weight has shape {tuple(sd['embed_tokens.weight'].shape)}, expected "
+                         f"({cfg.vocab_size}, {cfg.hidden_size}) from config.json")
     for k, t in own.items():
         if tuple(sd[k].shape) != tuple(t.shape):
             raise ValueError(f"{k}: checkpoint shape {tuple(sd[k].shape)}, config.json implies {tuple(t.shape)}")
+    if check is not None:
+        sd = check(sd)
     head.load_state_dict({k: sd[k] for k in own}, strict=True)

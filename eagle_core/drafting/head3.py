@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, fields
 import torch
 from torch import nn
 
-from .head import OPTIONAL_KEYS, read_state_dict
+from .head import check_fits, load_state_strict, read_config_json, read_state_dict, save_head
 from .head_layers import (AttentionBlock, HeadBase, HeadCache, LayerCache, RMSNorm, _rope_theta, apply_rope,
                          rope_inv_freq, unroll)
 
@@ -254,29 +254,14 @@ class Eagle3Head(HeadBase):
 
 
 # ---------------------------------------------------------------------------------------------
-# Checkpoints in the official layout.
+# Checkpoints in the official layout: written, read and fit-checked by head.py's functions, shared
+# with the EAGLE-1/2 head; what is EAGLE-3's own is its config and the d2t / t2d pair.
 
-def save_head3(head: Eagle3Head, path: str, dtype=torch.float16, meta=None, fmt: str = "safetensors"):
-    """Write `path/config.json` + `path/model.safetensors` (or pytorch_model.bin)."""
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump({**head.config.to_json_dict(), **({"eagle_explainer": meta} if meta else {})}, f, indent=2)
-    sd = {k: (v.detach().to("cpu", dtype) if v.is_floating_point() else v.detach().cpu()).contiguous()
-          for k, v in head.state_dict().items()}
-    if fmt == "safetensors":
-        from safetensors.torch import save_file
-
-        save_file(sd, os.path.join(path, "model.safetensors"))
-    else:
-        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
+save_head3 = save_head  # one writer for both heads (the name kept for the EAGLE-3 callers)
 
 
 def read_config3(path: str, layer_ids: str = "inputs", rope_theta: float | None = None) -> Eagle3Config:
-    cfg_file = os.path.join(path, "config.json")
-    if not os.path.exists(cfg_file):
-        raise FileNotFoundError(f"no config.json in {path}")
-    with open(cfg_file) as f:
-        return Eagle3Config.from_json_dict(json.load(f), layer_ids, rope_theta)
+    return Eagle3Config.from_json_dict(read_config_json(path), layer_ids, rope_theta)
 
 
 def is_eagle3_dir(path: str) -> bool:
@@ -289,27 +274,11 @@ def is_eagle3_dir(path: str) -> bool:
     return "draft_vocab_size" in d or "Eagle3" in str(d.get("architectures"))
 
 
-def check_fits(cfg: Eagle3Config, target) -> tuple[int, ...]:
-    """Raise ValueError naming both sizes if the head cannot draft for `target`; returns its layers."""
-    tc = target.config
-    th = cfg.target_hidden_size or cfg.hidden_size
-    if th != target.hidden_size:
-        raise ValueError(f"EAGLE-3 head does not fit the target: head reads target hidden size {th}, "
-                         f"target hidden size {target.hidden_size}")
-    if cfg.hidden_size != target.hidden_size:
-        raise ValueError(f"EAGLE-3 head does not fit the target: head hidden size {cfg.hidden_size}, target "
-                         f"hidden size {target.hidden_size} (the head drafts through the target's embedding)")
-    if cfg.vocab_size != target.vocab_size:
-        raise ValueError(f"EAGLE-3 head does not fit the target: head vocabulary {cfg.vocab_size}, "
-                         f"target vocabulary {target.vocab_size}")
-    return cfg.layers_for(int(tc.num_hidden_layers))
-
-
 def load_head3(path: str, target=None, device="cpu", dtype=torch.float32, layer_ids: str = "inputs",
                rope_theta: float | None = None) -> Eagle3Head:
-    """Load an EAGLE-3 head strictly; with `target`, also check that it fits. `layer_ids`: the
-    convention of the config's aux-layer ids; `rope_theta`: the trainer's RoPE base if not the
-    config's (Eagle3Config.from_json_dict)."""
+    """Load an EAGLE-3 head strictly; with `target`, also check that it fits (head.check_fits).
+    `layer_ids`: the convention of the config's aux-layer ids; `rope_theta`: the trainer's RoPE base
+    if not the config's (Eagle3Config.from_json_dict)."""
     cfg = read_config3(path, layer_ids, rope_theta)
     if target is not None:
         check_fits(cfg, target)
@@ -320,28 +289,19 @@ def load_head3(path: str, target=None, device="cpu", dtype=torch.float32, layer_
 
 
 def load_state3_strict(head: Eagle3Head, sd: dict[str, torch.Tensor]):
-    """Copy `sd` into `head`; a missing, unexpected or mis-shaped key, or an inconsistent
-    d2t / t2d pair, is an error."""
-    own = head.state_dict()
+    """Copy `sd` into `head` (head.load_state_strict); an inconsistent d2t / t2d pair is an error too."""
     cfg = head.config
     if "d2t" not in sd and "t2d" not in sd and cfg.draft_vocab_size == cfg.vocab_size:
         # a full-vocabulary head: the official trainer writes no d2t / t2d then (draft id = target id)
         sd = {**sd, "d2t": torch.zeros(cfg.vocab_size, dtype=torch.long), "t2d": torch.ones(cfg.vocab_size, dtype=torch.bool)}
-    missing = sorted(set(own) - set(sd))
-    unexpected = sorted(set(sd) - set(own) - OPTIONAL_KEYS)
-    if missing or unexpected:
-        raise ValueError(f"EAGLE-3 checkpoint does not match the official layout: missing keys {missing}, "
-                         f"unexpected keys {unexpected}")
-    if "embed_tokens.weight" in sd and tuple(sd["embed_tokens.weight"].shape) != (cfg.vocab_size, cfg.hidden_size):
-        raise ValueError(f"embed_tokens.weight has shape {tuple(sd['embed_tokens.weight'].shape)}, expected "
-                         f"({cfg.vocab_size}, {cfg.hidden_size}) from config.json")
-    for k, t in own.items():
-        if tuple(sd[k].shape) != tuple(t.shape):
-            raise ValueError(f"{k}: checkpoint shape {tuple(sd[k].shape)}, config.json implies {tuple(t.shape)}")
-    ids = torch.arange(cfg.draft_vocab_size) + sd["d2t"].long()
-    t2d = sd["t2d"].bool()
-    if ids.min() < 0 or ids.max() >= cfg.vocab_size or len(set(ids.tolist())) != len(ids):
-        raise ValueError(f"d2t maps draft ids outside [0, {cfg.vocab_size}) or onto the same target id twice")
-    if int(t2d.sum()) != cfg.draft_vocab_size or not bool(t2d[ids].all()):
-        raise ValueError("t2d does not mark exactly the target ids that d2t maps to")
-    head.load_state_dict({k: (sd[k].long() if k == "d2t" else t2d if k == "t2d" else sd[k]) for k in own}, strict=True)
+
+    def draft_map(sd):
+        ids = torch.arange(cfg.draft_vocab_size) + sd["d2t"].long()
+        t2d = sd["t2d"].bool()
+        if ids.min() < 0 or ids.max() >= cfg.vocab_size or len(set(ids.tolist())) != len(ids):
+            raise ValueError(f"d2t maps draft ids outside [0, {cfg.vocab_size}) or onto the same target id twice")
+        if int(t2d.sum()) != cfg.draft_vocab_size or not bool(t2d[ids].all()):
+            raise ValueError("t2d does not mark exactly the target ids that d2t maps to")
+        return {**sd, "d2t": sd["d2t"].long(), "t2d": t2d}
+
+    load_state_strict(head, sd, "the official EAGLE-3 layout", draft_map)

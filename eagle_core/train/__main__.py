@@ -90,6 +90,7 @@ def _train_parser(sub) -> None:
     t.add_argument("--data", nargs="+", default=["data/gen"],
                    help="token-id dataset directories (ids-fixed, ids-gen) and/or `gen` shard directories")
     t.add_argument("--out", default=_run("head"), help="the run: checkpoint, log and export (default %(default)s)")
+    t.add_argument("--model", default=None, help="the target (default: the embedded SmolLM2-135M-Instruct)")
     t.add_argument("--epochs", type=int, default=4)
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--tokens-per-batch", type=int, default=4096)
@@ -118,6 +119,8 @@ def _train_parser(sub) -> None:
                    help="learning rate of the warm start's own weights, as a fraction of --lr (new layers get --lr)")
     t.add_argument("--holdout-exclude", default=None,
                    help="JSON {\"keys\": [[source, line], ...]}: held-out prompts not to score (a warm start trained on them)")
+    t.add_argument("--eval-every", type=int, default=0,
+                   help="held-out accuracy every N steps (0: at epoch ends, and at the start of a warm start)")
     t.add_argument("--ckpt-minutes", type=float, default=3.0)
     t.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0 = no limit")
     t.add_argument("--seed", type=int, default=0)
@@ -150,7 +153,8 @@ def _train3_parser(sub) -> None:
                          "LM head, final norm and highest captured layer")
     t3.add_argument("--continue", dest="continue_run", action="store_true",
                     help="with --init <out>/head3 of an earlier run: carry on where it stopped (same data and seed)")
-    t3.add_argument("--eval-every", type=int, default=0, help="held-out accuracy every N steps (0: at epoch ends)")
+    t3.add_argument("--eval-every", type=int, default=0,
+                    help="held-out accuracy every N steps (0: at epoch ends, and at the start of a warm start)")
     t3.add_argument("--ckpt-minutes", type=float, default=3.0)
     t3.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0 = no limit")
     t3.add_argument("--seed", type=int, default=0)
@@ -242,7 +246,7 @@ def main(argv=None):
     if args.cmd in ("ids-fixed", "ids-gen", "gen"):
         _check_prompt_dirs(ap, args)
     if args.cmd == "ids-fixed":
-        from .fixed import run_ids_fixed
+        from .reference_answers import run_ids_fixed
         run_ids_fixed(args)
     elif args.cmd == "ids-gen":
         from .gen_ids import run_ids_gen
@@ -251,16 +255,16 @@ def main(argv=None):
         from .data import run_gen
         run_gen(args)
     elif args.cmd == "train":
-        from .session import run_train
+        from .eagle2 import run_train
         run_train(args)
     elif args.cmd == "train3":
-        from .loop3 import run_train3
+        from .eagle3 import run_train3
         run_train3(args)
     elif args.cmd == "features":
         from .featcache import run_features
         run_features(args)
     elif args.cmd == "export":
-        from .session import run_export
+        from .eagle2 import run_export
         run_export(args)
     elif args.cmd == "export-serving":
         from .serving import run_export_serving

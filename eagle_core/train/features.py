@@ -1,7 +1,7 @@
 """Batches of token ids + loss masks, and the target features of them by ONE teacher-forced forward.
 
 Both trainers read token-id records (ids, prompt_len): EAGLE-2 (loop.py) needs the last hidden
-state after the final norm (what the LM head reads), EAGLE-3 (loop3.py) also the residual stream
+state after the final norm (what the LM head reads), EAGLE-3 (eagle3.py) also the residual stream
 entering three chosen layers. A right-padded batch with an attention mask goes through the target
 once; every real position gets the feature it would get in a forward of its own sequence alone
 (causal attention: padding sits after the real tokens, so no real position can see it, even with

@@ -19,20 +19,22 @@ Data: token-id datasets (train/ids.py) or the shards `python -m eagle_core.train
 (their EAGLE-1/2 last-layer features are not what EAGLE-3 reads); either way the features are
 recomputed by one batched teacher-forced forward of the target per batch (train/features.py),
 which keeps the data small (token ids only) and uses the CPU far better than token-by-token decoding.
+
+The resumable run (data, optimiser, checkpoints, the epoch loop) is loop.py's, shared with EAGLE-1/2;
+`Eagle3Recipe` is what this head passes into it.
 """
 from __future__ import annotations
 
 import json
 import os
-import time
 from collections import Counter
 
 import torch
 
-from ..drafting.head3 import Eagle3Config, Eagle3Head, save_head3
+from ..drafting.head import save_head
+from ..drafting.head3 import Eagle3Config, Eagle3Head, load_head3
 from .features import cached, cached_features, id_batch, teacher_forced
-from .loop import GRAD_CLIP, LOG_EVERY, holdout_record, holdout_sets, make_batches
-from .session import SaveClock, optimizer_and_resume
+from .loop import Recipe, holdout_sets, make_batches, run_training
 
 TTT_STEPS = 7  # unrolled draft steps (the official trainer's `length`)
 TTT_DECAY = 0.8  # step k weighs 0.8^k
@@ -176,131 +178,68 @@ def init_from_target(head: Eagle3Head, target, layers) -> None:
     head.fc.weight.copy_(w)
 
 
+class Eagle3Recipe(Recipe):
+    """What the EAGLE-3 head passes into the shared loop (loop.py): a head initialised from the target
+    (or --init, or --random-init), its captured layer features and the training-time test as its loss,
+    per-step held-out accuracies, and an export (out/head3, with the run's position) at every save,
+    so a later session can carry on from it (--init <out>/head3 --continue)."""
+
+    ckpt_file, log_file = "ckpt3.pt", "log3.jsonl"
+    export_with_every_checkpoint = True
+
+    def initial_head(self, train, resuming):
+        a, target = self.args, self.target
+        n_layers = int(target.config.num_hidden_layers)
+        V = target.vocab_size
+        vocab = draft_vocabulary3(train, min(a.draft_vocab or V, V), V)
+        layers = tuple(a.layers) if getattr(a, "layers", None) else None
+        head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=len(vocab), layers=layers))
+        head = head.to(target.device)
+        head.set_draft_vocab(vocab)
+        init = getattr(a, "init", None)
+        if init and not resuming:
+            head = load_head3(init, target, target.device, torch.float32).train()  # its draft vocabulary too
+            print(f"initialised from {init}", flush=True)
+            if layers:  # the same weights, read from other layers of the target
+                head.config.layers = layers
+        if layers:
+            head.config.layers_for(n_layers)  # refuses layers the target lacks
+        if not init and not getattr(a, "random_init", False):
+            init_from_target(head, target, head.config.layers_for(n_layers))
+        carried = None
+        if getattr(a, "continue_run", False):
+            if not init:
+                raise SystemExit("--continue needs --init: the head directory an earlier run exported")
+            with open(os.path.join(init, "config.json")) as f:
+                carried = json.load(f).get("eagle_explainer", {}).get("run_state")
+            if carried is None:
+                raise SystemExit(f"{init} records no run state: it was not exported by train3; drop --continue")
+        self.layers = head.config.layers_for(n_layers)
+        return head, None, carried
+
+    def loss(self, head, records, idx):
+        a = self.args
+        batch = target_batch(self.target, head, self.layers, records, idx, a.max_seq)
+        loss, accs = ttt_loss(head, self.target.embed, batch, a.steps)
+        return loss, (loss.item(), accs)
+
+    def log_fields(self, window):
+        loss, accs = window[-1]  # the last step's, as this head's logs always showed
+        return {"loss": loss, "acc_by_step": [round(x, 4) for x in accs]}
+
+    def evaluate(self, head, hold):
+        a = self.args
+        return holdout_accuracies3(head, self.target, self.layers, hold, a.tokens_per_batch, a.max_seq, a.steps)
+
+    def export(self, run):
+        st = run.state
+        save_head(run.head, os.path.join(self.args.out, "head3"),
+                  meta={"epochs": st["epoch"] + st["batch"] / max(run.n_batches, 1), "steps": st["step"],
+                        "sequences": len(run.train), "layers": list(self.layers),
+                        "run_state": {k: st[k] for k in ("epoch", "batch", "step", "elapsed", "cpu") if k in st}})
+
+
 def run_train3(args):
     """python -m eagle_core.train train3: resumable, checkpoints every few minutes, evaluates on the
     held-out set every --eval-every steps, exports the head (with the run's position in its meta)."""
-    from ..target import load_target
-    from .datasets import load_training_data
-
-    torch.set_num_threads(args.threads)
-    os.makedirs(args.out, exist_ok=True)
-    target = load_target(args.model)
-    records, hold = load_training_data(args.data, target, args.holdout_shards, args.max_shards, args.holdout_every)
-    records = records[:getattr(args, "max_records", None)]  # a prefix: a feature cache's order is shuffled
-    if not records:
-        raise SystemExit(f"no training data in {args.data}: run `python -m eagle_core.train ids-fixed` or `gen` first")
-    ckpt = os.path.join(args.out, "ckpt3.pt")
-    head, carried = _initial_head3(args, target, records, ckpt)
-    layers = head.config.layers_for(int(target.config.num_hidden_layers))
-    total = len(make_batches(records, args.tokens_per_batch, args.max_seq, 0)) * args.epochs
-    opt, sched, state, c = optimizer_and_resume(head, args.lr, total, ckpt)
-    if c is not None:
-        print(f"resumed at epoch {state['epoch']} batch {state['batch']}", flush=True)
-    elif carried:  # --continue: a head exported by an earlier session's run of this command
-        state.update(carried)
-        sched.last_epoch = state["step"]  # the schedule where that run left it (Adam's moments restart)
-        for g, lam, base in zip(opt.param_groups, sched.lr_lambdas, sched.base_lrs):
-            g["lr"] = base * lam(state["step"])
-        print(f"continuing at epoch {state['epoch']} batch {state['batch']} (step {state['step']})", flush=True)
-    if _TrainRun3(args, target, head, layers, records, hold, opt, sched, state, ckpt).loop():
-        print("training done", flush=True)
-
-
-def _initial_head3(args, target, records, ckpt: str):
-    """The head to train, and with --continue the run state its exporter recorded (else None)."""
-    V = target.vocab_size
-    vocab = draft_vocabulary3(records, min(args.draft_vocab or V, V), V)
-    torch.manual_seed(args.seed)
-    layers = tuple(args.layers) if getattr(args, "layers", None) else None
-    head = Eagle3Head(Eagle3Config.for_target(target.config, draft_vocab_size=len(vocab), layers=layers))
-    head = head.to(target.device)
-    head.set_draft_vocab(vocab)
-    init = getattr(args, "init", None)
-    if init and not os.path.exists(ckpt):
-        from ..drafting.head3 import load_head3
-
-        head = load_head3(init, target, target.device, torch.float32).train()  # its draft vocabulary too
-        print(f"initialised from {init}", flush=True)
-        if layers:  # the same weights, read from other layers of the target
-            head.config.layers = layers
-    if layers:
-        head.config.layers_for(int(target.config.num_hidden_layers))  # refuses layers the target lacks
-    if not init and not getattr(args, "random_init", False):
-        init_from_target(head, target, head.config.layers_for(int(target.config.num_hidden_layers)))
-    carried = None
-    if getattr(args, "continue_run", False):
-        if not init:
-            raise SystemExit("--continue needs --init: the head directory an earlier run exported")
-        with open(os.path.join(init, "config.json")) as f:
-            carried = json.load(f).get("eagle_explainer", {}).get("run_state")
-        if carried is None:
-            raise SystemExit(f"{init} records no run state: it was not exported by train3; drop --continue")
-    return head, carried
-
-
-class _TrainRun3:
-    """One train3 run's loop: steps, logs, held-out evaluations, checkpoints and exports."""
-
-    def __init__(self, args, target, head, layers, records, hold, opt, sched, state, ckpt):
-        self.args, self.target, self.head, self.layers = args, target, head, layers
-        self.records, self.hold, self.opt, self.sched, self.state, self.ckpt = records, hold, opt, sched, state, ckpt
-        self.log = open(os.path.join(args.out, "log3.jsonl"), "a")
-
-    def write(self, rec: dict) -> None:
-        self.log.write(json.dumps(rec) + "\n"); self.log.flush()
-        print(json.dumps(rec), flush=True)
-
-    def save(self) -> None:
-        """The checkpoint (resume on this machine) and the exported head with the run's position
-        (carry on in a later session: --init <out>/head3 --continue)."""
-        torch.save({"head": self.head.state_dict(), "opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
-                    "state": self.state}, self.ckpt + ".tmp")
-        os.replace(self.ckpt + ".tmp", self.ckpt)
-        st = self.state
-        save_head3(self.head, os.path.join(self.args.out, "head3"),
-                   meta={"epochs": st["epoch"] + st["batch"] / max(self.n_batches, 1), "steps": st["step"],
-                         "sequences": len(self.records), "layers": list(self.layers),
-                         "run_state": {k: st[k] for k in ("epoch", "batch", "step", "elapsed", "cpu") if k in st}})
-
-    def evaluate(self, epoch_end: float) -> None:
-        a = self.args
-        ev = holdout_accuracies3(self.head, self.target, self.layers, self.hold, a.tokens_per_batch, a.max_seq, a.steps)
-        self.write(holdout_record(round(epoch_end, 4), self.state, ev))
-
-    def step(self, idx) -> None:
-        a, st = self.args, self.state
-        t0, c0 = time.time(), time.process_time()
-        batch = target_batch(self.target, self.head, self.layers, self.records, idx, a.max_seq)
-        loss, accs = ttt_loss(self.head, self.target.embed, batch, a.steps)
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.head.parameters(), GRAD_CLIP)
-        self.opt.step(); self.sched.step()
-        st["batch"] += 1; st["step"] += 1; st["elapsed"] += time.time() - t0
-        # CPU seconds too: on a shared machine the wall clock also counts the time spent waiting for a core
-        st["cpu"] = st.get("cpu", 0.0) + time.process_time() - c0
-        if st["step"] % LOG_EVERY == 0:
-            self.write({"step": st["step"], "epoch": st["epoch"], "loss": loss.item(),
-                        "acc_by_step": [round(x, 4) for x in accs], "elapsed_s": round(st["elapsed"], 1),
-                        "cpu_s": round(st["cpu"], 1)})
-
-    def loop(self) -> bool:
-        """Train to the last epoch's end (True) or until --max-minutes (False, saved to resume)."""
-        a, st = self.args, self.state
-        clock = SaveClock(a.ckpt_minutes, a.max_minutes)
-        self.head.train()
-        if a.eval_every and st["step"] == 0:
-            self.evaluate(0.0)  # where the curve starts: the initial (or warm-start) head
-        while st["epoch"] < a.epochs:
-            batches = make_batches(self.records, a.tokens_per_batch, a.max_seq, a.seed + st["epoch"])
-            self.n_batches = len(batches)
-            while st["batch"] < len(batches):
-                self.step(batches[st["batch"]])
-                if a.eval_every and st["step"] % a.eval_every == 0:
-                    self.evaluate(st["epoch"] + st["batch"] / len(batches))
-                if not clock.after_step(self.save):
-                    return False
-            st["epoch"] += 1; st["batch"] = 0
-            self.evaluate(st["epoch"])
-            self.save()
-        return True
+    run_training(args, Eagle3Recipe)

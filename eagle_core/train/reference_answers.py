@@ -48,7 +48,7 @@ def encode_exchange(target, prompt: str, answer: str, end_id: int | None) -> tup
     return p + a + ([end_id] if end_id is not None else []), len(p)
 
 
-def build_fixed(target, train_dir: str, eval_dir: str, out: str, max_prompt_tokens: int, max_seq: int,
+def build_reference_answers(target, train_dir: str, eval_dir: str, out: str, max_prompt_tokens: int, max_seq: int,
                 command: str = "") -> dict:
     """Write one part per source file with reference answers under `out`; -> the manifest."""
     prompts, info = train_prompts(train_dir, eval_dir)  # eval overlap dropped here
@@ -110,7 +110,7 @@ def run_ids_fixed(args) -> None:
 
     t0 = time.time()
     target = load_target(args.model)
-    m = build_fixed(target, args.train_dir, args.eval_dir, args.out, args.max_prompt_tokens, args.max_seq,
+    m = build_reference_answers(target, args.train_dir, args.eval_dir, args.out, args.max_prompt_tokens, args.max_seq,
                     command="python -m eagle_core.train " + " ".join(sys.argv[1:]))
     tot = m["totals"]
     print(f"{tot['sequences']} sequences, {tot['answer_tokens']} answer + {tot['prompt_tokens']} prompt tokens "

@@ -279,16 +279,16 @@ def record_examples(engine, machine: Machine, out_dir: str) -> list[str]:
             return [f"EAGLE {x:.2f}x vanilla, the example needs {need:g}x or more"] if greedy and x < need else []
 
         runs, stamp = timed(engine, machine, e.file, prompt, settings, True, wins)
-        path = os.path.join(out_dir, e.file)
-        write_json_text(path, bundle_to_json(runs["eagle"], runs["vanilla"], f"{e.title} · head: {engine.head_name}",
-                                             recorded=stamp))
-        written.append(path)
+        written.append((os.path.join(out_dir, e.file), bundle_to_json(
+            runs["eagle"], runs["vanilla"], f"{e.title} · head: {engine.head_name}", recorded=stamp)))
         print(f"{e.file}: {speedup(runs['eagle'], runs['vanilla']):.2f}x, tau {runs['eagle'].summary.tau:.2f}",
               flush=True)
+    for path, text in written:  # only once every example is fit: a refusal leaves the old set whole
+        write_json_text(path, text)
     for name in os.listdir(out_dir):  # a file of an example no longer listed would still be offered
         if name.endswith(".json") and name not in {e.file for e in EXAMPLES}:
             os.remove(os.path.join(out_dir, name))
-    return written
+    return [path for path, _ in written]
 
 
 # --------------------------------------------------------------------------------------------- lesson
@@ -299,7 +299,7 @@ def record_lesson(engine, machine: Machine, out_dir: str) -> list[dict]:
 
     steps = [(i, s) for i, s in enumerate(STEPS, start=1) if getattr(s, "file", None)]
     warm_up(engine, [(s.prompt, DecodeSettings(**s.settings)) for _, s in steps])
-    manifest, stamp = [], None
+    manifest, files, stamp = [], [], None
     for i, step in steps:
         seeds = SEEDS if step.settings.get("temperature", 0.0) > 0 else (0,)
         for seed in seeds:  # the rule looks at tokens, not times: the first seed that shows it
@@ -314,8 +314,8 @@ def record_lesson(engine, machine: Machine, out_dir: str) -> list[dict]:
         runs, stamp = timed(engine, machine, f"lesson step {i} ({step.file})", step.prompt, settings, step.vanilla,
                             lambda runs: [] if cycle_of(runs) == k else ["the rule picked another cycle"])
         title = f"Lesson {i}: {step.key} · head: {engine.head_name}"
-        write_json_text(os.path.join(out_dir, step.file),
-                        bundle_to_json(runs["eagle"], runs.get("vanilla"), title=title, recorded=stamp))
+        files.append((os.path.join(out_dir, step.file),
+                      bundle_to_json(runs["eagle"], runs.get("vanilla"), title=title, recorded=stamp)))
         manifest.append(dict(step=i, key=step.key, file=step.file, cycle=k + 1, of=len(runs["eagle"].cycles),
                              rule=step.rule_text, prompt=step.prompt,
                              settings=settings.to_dict() | {"static_tree": None}, title=title))
@@ -324,6 +324,8 @@ def record_lesson(engine, machine: Machine, out_dir: str) -> list[dict]:
             "vocab": chinese_tokens(engine.target.tokenizer), "steps": manifest}
     if stamp is not None:
         meta["recorded"] = {k: v for k, v in stamp.items() if k in ("cpu", "date", "command", "busy", "busy_why")}
+    for path, text in files:  # only once every step is fit: a refusal leaves the old lesson whole
+        write_json_text(path, text)
     write_json_text(os.path.join(out_dir, "lesson.json"), json.dumps(meta, ensure_ascii=False, indent=1))
     return manifest
 
@@ -379,7 +381,8 @@ def stamp_file(path: str, stamp: dict) -> None:
 
 def record_languages(engine, path: str, stamp: dict, mgsm: str | None) -> None:
     """per_language.json: tau by language (MGSM en/zh if given, MT-bench en/zh: 2 per category) at the page's
-    tree, greedy, one result per head (EAGLE-2 first: the Learn tab quotes it; EAGLE-3 beside it)."""
+    tree, greedy, one result per head (EAGLE-2 first: the Learn tab quotes it; EAGLE-3 beside it). Kept MGSM
+    rows go last: the language figure draws the tree of the first row."""
     from eagle_core import PRESETS
     from eagle_core.bench.prompts import MT_BENCH
     from eagle_core.config import DecodeSettings
@@ -408,7 +411,7 @@ def record_languages(engine, path: str, stamp: dict, mgsm: str | None) -> None:
         kept = [dict(r, recorded={"kept": "MGSM is not shipped: re-record with --mgsm DIR"})
                 for res in old if res.get("method", "eagle2") == method for r in res.get("runs", [])
                 if r.get("prompts", "").startswith("mgsm_")]
-        results.append({"head": name, "method": method, "draft_vocab": vocab, "runs": kept + runs, "recorded": stamp})
+        results.append({"head": name, "method": method, "draft_vocab": vocab, "runs": runs + kept, "recorded": stamp})
     with open(path, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1, ensure_ascii=False)
 

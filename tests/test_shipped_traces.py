@@ -280,3 +280,30 @@ def test_the_reference_t1_is_this_cpus_own_record_or_a_bound(tmp_path):
 def test_others_cpu_reads_a_share():
     share = recorder().others_cpu(0.2)
     assert share is None or 0.0 <= share <= 1.0
+
+
+def test_the_language_record_on_a_tiny_model(tmp_path, monkeypatch):
+    """--records' tau by language: MT-bench English and Chinese at the page's tree, stamped; MGSM rows that cannot
+    be re-recorded (no --mgsm) kept after them; the README's row made from it."""
+    from eagle_core import PRESETS, Engine
+    from eagle_core.train import evaluate
+    from tests.conftest import tiny_head, tiny_target
+
+    r = recorder()
+    target = tiny_target()
+    engine = Engine(target, tiny_head(target), None, "tiny head")
+    monkeypatch.setattr(r, "LANGUAGE_NEW_TOKENS", 4)
+    monkeypatch.setattr(evaluate, "load_eval_prompts", lambda path, per_category=None: [("writing", "say a"),
+                                                                                      ("math", "say b")])
+    path = tmp_path / "per_language.json"
+    old_mgsm = {"prompts": "mgsm_en.jsonl", "tree": [2, 2, 4], "temperature": 0.0, "overall": {"tau": 2.0}}
+    path.write_text(json.dumps([{"head": "old", "method": "eagle2", "runs": [old_mgsm]}]))
+    r.record_languages(engine, str(path), STAMP, None)
+    results = json.loads(path.read_text())
+    assert [res["method"] for res in results] == ["eagle2"] and results[0]["recorded"] == STAMP
+    runs = results[0]["runs"]
+    assert [x["prompts"] for x in runs] == ["mt_bench_question.jsonl", "mt_bench_zh_question.jsonl", "mgsm_en.jsonl"]
+    assert runs[0]["tree"] == [PRESETS["cpu"][k] for k in ("depth", "tree_top_k", "total_tokens")]
+    assert runs[0]["overall"]["prompts"] == 2 and runs[0]["overall"]["tau"] >= 1.0 and "kept" in runs[2]["recorded"]
+    row = r.languages_row(str(path))
+    assert row.startswith(f"| {STAMP['cpu']}, {STAMP['date']} | {r.README_LANGUAGES}") and "EAGLE-2" in row

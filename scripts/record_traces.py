@@ -327,6 +327,9 @@ def record_lesson(engine, machine: Machine, out_dir: str) -> list[dict]:
     for path, text in files:  # only once every step is fit: a refusal leaves the old lesson whole
         write_json_text(path, text)
     write_json_text(os.path.join(out_dir, "lesson.json"), json.dumps(meta, ensure_ascii=False, indent=1))
+    for name in os.listdir(out_dir):  # a trace of a step no longer in the plan (or renamed) would still ship
+        if name.endswith(".json") and name != "lesson.json" and name not in {s.file for _, s in steps}:
+            os.remove(os.path.join(out_dir, name))
     return manifest
 
 

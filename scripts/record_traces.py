@@ -76,7 +76,18 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def command_line(argv) -> str:
-    return " ".join([COMMAND, *argv])
+    """The command as the files record it: folders given to --mgsm and --out read DIR (a path of the machine
+    that recorded means nothing to a reader, and may name a private place)."""
+    out, argv = [COMMAND], list(argv)
+    for i, a in enumerate(argv):
+        flag = a.split("=")[0]
+        if flag in ("--mgsm", "--out") and "=" in a:
+            out.append(f"{flag}=DIR")
+        elif i > 0 and argv[i - 1] in ("--mgsm", "--out"):
+            out.append("DIR")
+        else:
+            out.append(a)
+    return " ".join(out)
 
 
 # ------------------------------------------------------------------------------------ is the machine quiet

@@ -242,6 +242,13 @@ def test_an_unknown_argument_is_an_error_not_an_output_folder(tmp_path):
     assert not (tmp_path / "folder").exists()
 
 
+def test_the_recorded_command_names_no_private_folder():
+    r = recorder()
+    assert r.command_line(["--records", "--mgsm", "/data/eval", "--out=/tmp/x"]) == \
+        "python scripts/record_traces.py --records --mgsm DIR --out=DIR"
+    assert r.command_line([]) == "python scripts/record_traces.py"
+
+
 def test_no_flag_means_everything():
     a = recorder().parse_args([])
     assert a.examples and a.lesson and a.records and not a.allow_busy

@@ -313,3 +313,72 @@ def test_the_language_record_on_a_tiny_model(tmp_path, monkeypatch):
     assert runs[0]["overall"]["prompts"] == 2 and runs[0]["overall"]["tau"] >= 1.0 and "kept" in runs[2]["recorded"]
     row = r.languages_row(str(path))
     assert row.startswith(f"| {STAMP['cpu']}, {STAMP['date']} | {r.README_LANGUAGES}") and "EAGLE-2" in row
+
+
+@pytest.fixture()
+def tiny_engine():
+    from eagle_core import Engine
+    from tests.conftest import tiny_head, tiny_target
+
+    target = tiny_target()
+    return Engine(target, tiny_head(target), None, "tiny head")
+
+
+def stub_machine(tmp_path, allow_busy=True):
+    """The recorder's Machine without the measuring: each check returns a stamp (busy, as --allow-busy makes it)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(check=lambda what, first=False: {**STAMP, "busy": allow_busy}, recorded_path=str(tmp_path / "no.json"),
+                           args=SimpleNamespace(allow_busy=allow_busy), command="python scripts/record_traces.py")
+
+
+def test_the_examples_recorded_on_a_tiny_model(tmp_path, monkeypatch, tiny_engine):
+    """The page's settings, stamped, titled with the head; an example no longer listed is removed."""
+    import viz.examples as ex
+
+    r = recorder()
+    monkeypatch.setattr(ex, "EXAMPLE_NEW", 6)
+    monkeypatch.setattr(ex, "example_prompts", lambda: [[e.label, f"say {e.label}"] for e in EXAMPLES])
+    (tmp_path / "03-chinese-eagle1.json").write_text("{}")
+    written = r.record_examples(tiny_engine, stub_machine(tmp_path), str(tmp_path))
+    assert sorted(os.path.basename(p) for p in written) == sorted(os.listdir(tmp_path)) == sorted(e.file for e in EXAMPLES)
+    for e in EXAMPLES:
+        eagle, vanilla, rec, title = load_bundle(str(tmp_path / e.file))
+        assert rec["cpu"] == STAMP["cpu"] and rec["busy"] and title == f"{e.title} · head: tiny head"
+        assert {k: eagle.summary.settings[k] for k in example_settings(e)} == example_settings(e) and vanilla is not None
+
+
+def test_the_lesson_recorded_on_a_tiny_model(tmp_path, monkeypatch, tiny_engine):
+    """Only the steps with a file; each step's settings; its rule's cycle in the manifest; stale files removed."""
+    from types import SimpleNamespace
+
+    import eagle_app.lesson_plan as plan
+
+    settings = dict(method="eagle2", depth=2, tree_top_k=2, total_tokens=3, max_new_tokens=6)
+    steps = (SimpleNamespace(key="cost", file=None, prompt="say a", settings=settings, rule=None, rule_text="", vanilla=True),
+             SimpleNamespace(key="tree", file="2-tree.json", prompt="say b", settings=settings,
+                             rule=lambda cycles: 1, rule_text="the second cycle", vanilla=True))
+    monkeypatch.setattr(plan, "STEPS", steps)
+    monkeypatch.setattr(plan, "chinese_tokens", lambda tok: {"size": 24, "whole_chinese": 0})
+    (tmp_path / "1-tree.json").write_text("{}")
+    manifest = recorder().record_lesson(tiny_engine, stub_machine(tmp_path), str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["2-tree.json", "lesson.json"]
+    assert [(m["step"], m["key"], m["cycle"]) for m in manifest] == [(2, "tree", 2)]
+    meta = json.loads((tmp_path / "lesson.json").read_text(encoding="utf-8"))
+    assert meta["recorded"]["cpu"] == STAMP["cpu"] and meta["steps"][0]["rule"] == "the second cycle"
+    eagle, _, rec, _ = load_bundle(str(tmp_path / "2-tree.json"))
+    assert {k: eagle.summary.settings[k] for k in settings} == settings and rec["date"] == STAMP["date"]
+
+
+def test_an_unfit_trace_is_refused_after_its_tries(tmp_path, monkeypatch, tiny_engine):
+    """A quiet machine's runs that do not show what they are for: three tries, then a message, nothing written."""
+    r = recorder()
+    from eagle_core import DecodeSettings
+
+    machine = stub_machine(tmp_path, allow_busy=False)
+    calls = []
+    monkeypatch.setattr(r, "decode_runs", lambda *a, **k: calls.append(1) or {"eagle": None, "vanilla": None})
+    with pytest.raises(SystemExit, match="3 tries were unfit"):
+        r.timed(tiny_engine, machine, "x.json", "say a", DecodeSettings(max_new_tokens=4), True,
+                lambda runs: ["EAGLE 0.90x vanilla"])
+    assert len(calls) == r.TRIES

@@ -195,3 +195,11 @@ def test_the_readme_row_writer_replaces_its_row_or_adds_it(tmp_path):
     rec.write_readme_rows(str(readme), {"mark one": "| m | mark one | 1.6x |"})
     text = readme.read_text()
     assert "1.6x" in text and "1.5x" not in text and text.count("mark one") == 1 and "| y | other | 2 |" in text
+
+
+def test_the_readme_has_room_for_the_rows_the_recorder_adds():
+    """The recorder adds its rows after the hardware panel's when missing: the README stays within its limit."""
+    rec = _recorder()
+    lines = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().splitlines()
+    missing = [m for m in (rec.README_EXAMPLE, rec.README_LANGUAGES) if not any(m in x and x.startswith("|") for x in lines)]
+    assert len(lines) + len(missing) <= README_MAX_LINES, f"README.md would have {len(lines) + len(missing)} lines"

@@ -143,7 +143,8 @@ def verified_rows(run: Run) -> int:
     """Rows one verification of this run's tree processes (its drafts plus the root)."""
     from .verdict import cycle_costs
 
-    return cycle_costs(run, run)["rows"] if run.summary.cycles > 0 and run.summary.tokens_per_s > 0 else 1
+    k = cycle_costs(run, run)  # the verdict's own count of the rows (None for a run without timed cycles)
+    return k["rows"] if k else 1
 
 
 def shipped_problems(eagle: Run | None, vanilla: Run | None, recorded: dict | None, rows_cost=None,

@@ -382,3 +382,30 @@ def test_an_unfit_trace_is_refused_after_its_tries(tmp_path, monkeypatch, tiny_e
         r.timed(tiny_engine, machine, "x.json", "say a", DecodeSettings(max_new_tokens=4), True,
                 lambda runs: ["EAGLE 0.90x vanilla"])
     assert len(calls) == r.TRIES
+
+
+def test_the_whole_command_on_a_tiny_model(tmp_path, monkeypatch, tiny_engine):
+    """main's glue: the start's checks, a calibration before each file, both sets under --out, the stamp's command
+    and calibration; --allow-busy marks the files busy (a tiny model's t(1) is no CPU's own)."""
+    from types import SimpleNamespace
+
+    import eagle_app.lesson_plan as plan
+    import viz.examples as ex
+
+    r = recorder()
+    monkeypatch.setattr(r, "start_engine", lambda: tiny_engine)
+    monkeypatch.setattr(r, "others_cpu", lambda seconds=1.0: 0.0)
+    monkeypatch.setattr(r, "CALIBRATION_REPEATS", 2)
+    monkeypatch.setattr(ex, "EXAMPLE_NEW", 5)
+    monkeypatch.setattr(ex, "example_prompts", lambda: [[e.label, f"say {e.label}"] for e in EXAMPLES])
+    settings = dict(method="eagle2", depth=2, tree_top_k=2, total_tokens=3, max_new_tokens=5)
+    monkeypatch.setattr(plan, "STEPS", (SimpleNamespace(key="tree", file="3-tree.json", prompt="say b", settings=settings,
+                                                        rule=lambda cycles: 0, rule_text="first", vanilla=True),))
+    monkeypatch.setattr(plan, "chinese_tokens", lambda tok: {"size": 24, "whole_chinese": 0})
+    r.main(["--examples", "--lesson", "--out", str(tmp_path), "--allow-busy"])
+    assert sorted(os.listdir(tmp_path / "traces")) == sorted(e.file for e in EXAMPLES)
+    assert sorted(os.listdir(tmp_path / "lesson")) == ["3-tree.json", "lesson.json"]
+    _, _, rec, _ = load_bundle(str(tmp_path / "traces" / EXAMPLES[0].file))
+    assert rec["command"] == "python scripts/record_traces.py --examples --lesson --out DIR --allow-busy"
+    assert rec["calibration_t1_ms"] > 0 and rec["others_cpu"] == 0.0 and rec["busy"] and rec["warm"]
+    assert not os.path.exists(tmp_path / "learn")  # no --records

@@ -159,7 +159,8 @@ def build() -> Page:
         # delete_cache: uploads and served downloads are removed from Gradio's cache after an hour
         c["state"] = gr.State(views.new_state(), time_to_live=3 * 3600)
         c["run"] = gr.State(None)  # id of this tab's latest Generate (its own stop flag, callbacks/flags.py)
-        c["lang"] = gr.State("en")  # this tab's language, "en" or "zh": the browser's at load, then the switch's
+        # this tab's language, "en" or "zh": the browser's at load, then the switch's; None until the load sets it
+        c["lang"] = gr.State(None)
         c["lang_switch"] = gr.Radio(LANG_CHOICES, value="en", label=L("Language"), show_label=False, container=False,
                                     elem_id="eg-lang")
         gr.Markdown(L(TITLE), elem_id="eg-title")

@@ -425,7 +425,7 @@ def test_example_traces_load_and_name_the_dropdown():
         assert out["download"].value  # the shipped file itself: no copy per page load
     assert av.named(page_events.on_page_load(req("L")))["examples"] == names[0]
     shipped = [n.text for name in names for c in av.named(at.load_example(name))["state"]["cycles"] for n in c.nodes]
-    assert not any("\ufffd" in t for t in shipped), "regenerate: python scripts/make_example_traces.py"
+    assert not any("\ufffd" in t for t in shipped), "regenerate: python scripts/record_traces.py --examples"
 
 
 def test_status_while_loading_says_loading():

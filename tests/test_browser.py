@@ -228,7 +228,7 @@ def test_trace_strings_are_text_and_chinese_is_readable(page_url, browser, tmp_p
     assert page.locator("#eg-status img, #evil").count() == 0
 
     page.locator("#eg-examples input").click()
-    page.get_by_role("option", name="Chinese, EAGLE-1 static tree · head: assets/head-smollm2-135m").click()
+    page.get_by_role("option", name="Chinese, EAGLE-2 greedy · head: assets/head-smollm2-135m").click()
     expect(page.locator("#eg-status")).to_contain_text("Chinese", timeout=30_000)
     page.get_by_role("tab", name="Decode").click()
     page.wait_for_timeout(1500)

@@ -84,7 +84,7 @@ def test_shipped_head_loads_strictly_and_drafts(default_target):
 @pytest.mark.parametrize("name", sorted(os.listdir(os.path.join(ROOT, "assets", "traces"))))
 def test_shipped_example_traces_are_what_todays_engine_decodes(engine, name):
     """The app replays assets/traces/ as examples: they must be runs of today's engine and head,
-    not of an earlier one (after an engine or head change: python scripts/make_example_traces.py)."""
+    not of an earlier one (after an engine or head change: python scripts/record_traces.py --examples)."""
     from eagle_core.config import DecodeSettings as S
 
     with open(os.path.join(ROOT, "assets", "traces", name)) as f:

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import zlib
+from dataclasses import dataclass, field
 
 from eagle_core.trace import ACCEPTED, NOT_REACHED, CycleRecord, DraftNode
 
@@ -16,6 +17,38 @@ from .traces import MAX_TRACE_BYTES, bundle_from_json
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
 TRACE_DIR = os.path.join(ASSETS, "traces")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One shipped example trace (scripts/record_traces.py records it): its file, its title in the
+    dropdown, the example prompt (assets/examples.json label) and what it sets beyond the page's defaults."""
+
+    file: str
+    title: str
+    label: str
+    sampling: dict = field(default_factory=dict)
+
+
+# The page opens on the first (sorted by file name), so it is the one where EAGLE shows its win most plainly:
+# code, greedy. Every example decodes with the page's default method and the tree the page opens with on a
+# CPU (EXAMPLE_TREE), so what the page opens on is what Generate gives; only the prompt, the sampling of the
+# sampled one and the length differ (EXAMPLE_NEW, a little past the page's default, so that the prefill both
+# runs pay weighs less in the speedup). tests/test_shipped_traces.py holds them to it.
+EXAMPLE_METHOD, EXAMPLE_TREE, EXAMPLE_NEW = "eagle2", "cpu", 64
+EXAMPLES = (
+    Example("01-code-greedy.json", "Code, EAGLE-2 greedy", "code"),
+    Example("02-story-sampled.json", "Story, EAGLE-2 sampled (T=0.8)", "writing",
+            dict(temperature=0.8, top_p=0.95, seed=1)),
+    Example("03-chinese-greedy.json", "Chinese, EAGLE-2 greedy", "Chinese"),
+)
+
+
+def example_settings(example: Example) -> dict:
+    """The DecodeSettings fields an example is recorded with: the page's defaults plus its sampling."""
+    from eagle_core import PRESETS
+
+    return dict(method=EXAMPLE_METHOD, max_new_tokens=EXAMPLE_NEW, **PRESETS[EXAMPLE_TREE], **example.sampling)
 
 
 def _id(text: str) -> int:

@@ -23,7 +23,7 @@ import torch
 
 from eagle_core.trace import tau
 
-from ..i18n import APP
+from ..i18n import APP, lang_of
 from ..line import FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine
 from ..model import MODEL
 from ..settings import build, check_prompt, takes_settings
@@ -123,6 +123,16 @@ def waiting_line(ahead: int, wait: float, lang: str = "en") -> str:
     return APP("status.waiting_line", lang, ahead=ahead, s="s" if ahead != 1 else "", wait=wait, fair=fair)
 
 
+def tab_language(lang, request=None) -> str:
+    """The tab's language: its gr.State once the page load has set it; before that (None: a Generate pressed
+    while the load's events still queue, so the page already shows the browser's language) the browser's own,
+    from the request's Accept-Language; "en" for an API call that sends neither."""
+    if lang in ("en", "zh"):
+        return lang
+    headers = getattr(request, "headers", None) or {}
+    return lang_of(headers.get("accept-language", "")) if hasattr(headers, "get") else "en"
+
+
 @takes_settings
 def generate(prompt, values: tuple, compare, state, run_id=None, lang="en", request: gr.Request = None):
     """Generate: (prompt, *settings.NAMES, compare, state, run_id, lang), as the page and the API pass them
@@ -130,7 +140,7 @@ def generate(prompt, values: tuple, compare, state, run_id=None, lang="en", requ
     sid = session_id(request)
     run_id, flag = RUNS.get(sid, run_id)
     try:
-        yield from _generate(prompt, values, bool(compare), flag, sid, lang if lang in ("en", "zh") else "en")
+        yield from _generate(prompt, values, bool(compare), flag, sid, tab_language(lang, request))
     finally:
         RUNS.done(sid, run_id)
 
@@ -263,7 +273,7 @@ def step(prompt, values: tuple, state, lang="en", request: gr.Request = None):
     The page and the API pass (prompt, *settings.NAMES, state, lang)."""
     sid = session_id(request)
     run_id, flag = RUNS.get(sid, None)
-    lang = lang if lang in ("en", "zh") else "en"
+    lang = tab_language(lang, request)
     try:
         ready = yield from ready_request(prompt, values, flag, lang)
         if ready is None:

@@ -77,19 +77,17 @@ def test_within_the_int8_rounding_bound_of_the_float64_product(lib, fmt):
     n, k, m = 53, 576, 9
     blocks, x = random_blocks(fmt, n, k, seed=3), activations(m, k, seed=4)
     y = qb.matmul(fmt, x, qb.pack(fmt, blocks, n, k), n, k).double().numpy()
+    w = qb.dequantize(fmt, blocks, n, k).astype(np.float64)  # exact: d * q + m fits float32 here
     d, mins, q = qb.decode(fmt, blocks, n, k)
-    w = d.astype(np.float64)[..., None] * q + (0 if mins is None else mins.astype(np.float64)[..., None])  # (n, nb, 32)
+    assert np.array_equal(w.reshape(n, -1, 32), d.astype(np.float64)[..., None] * q
+                          + (0 if mins is None else mins.astype(np.float64)[..., None]))
     xq, sx, _ = qb.quantize_rows(x.numpy())
-    x64 = x.double().numpy().reshape(m, -1, 32)
-    xr = xq.astype(np.float64) * sx.astype(np.float64)[..., None]  # the values the kernel multiplies
-    exact = np.einsum("rbj,obj->ro", x64, w)
-    rounded = np.einsum("rbj,obj->ro", xr, w)
-    terms = np.abs(d.astype(np.float64))[..., None] * q if mins is None else \
-        np.abs(d.astype(np.float64))[..., None] * q + np.abs(mins.astype(np.float64))[..., None]
-    acc = (2 * (k // 32) + 4) * U * np.einsum("rbj,obj->ro", np.abs(xr), np.abs(terms))
-    moved = np.einsum("rb,obj->ro", sx.astype(np.float64) * (0.5 + 128 * U), np.abs(w))
+    xr = (xq.astype(np.float64) * sx.astype(np.float64)[..., None]).reshape(m, k)  # the values the kernel multiplies
+    exact, rounded = x.double().numpy() @ w.T, xr @ w.T
+    acc, total = qb.rounding_bound(fmt, x.numpy(), blocks, n, k)
+    moved = total - acc
     assert np.all(np.abs(y - rounded) <= acc)
-    assert np.all(np.abs(y - exact) <= moved + acc)
+    assert np.all(np.abs(y - exact) <= total)
     assert np.abs(y - exact).max() > 1e-3 * moved.max()  # x really was rounded: the bound is not vacuous
 
 

@@ -185,6 +185,23 @@ def simulate(fmt, x, blocks, n: int, k: int) -> np.ndarray:
     return f
 
 
+def rounding_bound(fmt, x, blocks, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """How far matmul's y (m, n) may be from the float64 product of x with the dequantized weights.
+    -> (accumulation, total): `accumulation` bounds |y - W (xq sx)| (float32 rounding of the block sums,
+    (2 k/32 + 4) u sum |terms|); `total` bounds |y - W x|: that plus sum_j |w_j| |x_j - xq_j sx|, each x
+    moved by at most sx (1/2 + 128 u) (its quotient x / sx rounded once, then to an integer)."""
+    u = 2.0 ** -24
+    d, mins, q = decode(fmt, blocks, n, k)
+    d = d.astype(np.float64)
+    w = d[..., None] * q + (0.0 if mins is None else mins.astype(np.float64)[..., None])  # (n, k/32, 32)
+    terms = np.abs(d)[..., None] * q + (0.0 if mins is None else np.abs(mins.astype(np.float64))[..., None])
+    xq, sx, _ = quantize_rows(x)
+    xr = np.abs(xq.astype(np.float64)) * sx.astype(np.float64)[..., None]
+    acc = (2 * (k // BLOCK) + 4) * u * np.einsum("rbj,obj->ro", xr, np.abs(terms))
+    moved = np.einsum("rb,obj->ro", sx.astype(np.float64) * (0.5 + 128 * u), np.abs(w))
+    return acc, acc + moved
+
+
 if __name__ == "__main__":
     from .qblocks_curve import main
 

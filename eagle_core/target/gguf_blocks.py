@@ -176,3 +176,26 @@ def load(path: str | None = None) -> dict[str, Blocks]:
         size = n * (k // 32) * BLOCK_BYTES[fmt]
         out[name] = Blocks(name, fmt, n, k, raw[offset:offset + size].reshape(n, -1))
     return out
+
+
+def quantize_model(model, fmt: str = "q4_1", lm_head_fmt: str | None = "q8_0") -> dict[str, Blocks]:
+    """A float model's linear layers quantized as a GGUF file would hold them (the gguf package's own
+    quantizers): every decoder product in `fmt`, the LM head in `lm_head_fmt` (None: left out). For
+    models without a GGUF (the tests' tiny targets), so every format's tests run on any model whose
+    products have in_features a multiple of 32."""
+    import torch
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    kinds = {"q4_1": GGMLQuantizationType.Q4_1, "q8_0": GGMLQuantizationType.Q8_0}
+    out: dict[str, Blocks] = {}
+    for name, mod in model.named_modules():
+        w = getattr(mod, "weight", None)
+        if not (isinstance(w, torch.Tensor) and w.dim() == 2 and hasattr(mod, "bias")):
+            continue
+        f = lm_head_fmt if name == LM_HEAD else fmt if ".layers." in name else None
+        if f is None:
+            continue
+        data = quantize(w.detach().float().cpu().numpy(), kinds[f])
+        out[name] = Blocks(name, f, w.shape[0], w.shape[1], np.ascontiguousarray(data))
+    return out

@@ -1,0 +1,213 @@
+"""t(k), k = 1..32: the products of one forward of the default model, from its GGUF's blocks and in float32.
+
+    python -m eagle_core.cpu.kernels.qblocks_curve --curve [--threads 2] [--tile 8] [--repeats 5] [--json-out F]
+
+One pass = every product a forward of k tokens makes, in the lean forward's grouping: per layer
+q/k/v stacked (960 x 576), o (576 x 576), gate/up stacked (3072 x 576), down (576 x 1536), 30 layers,
+then the LM head (49152 x 576), each weight distinct, so they stream from memory as in decoding:
+
+    Q4_1   the file's blocks through qblocks.c (layers Q4_1, LM head Q8_0; ~96 MB)
+    f32    the same weights dequantized, through the engine's float32 product (smallgemm; ~538 MB)
+
+Beside each: the streaming bound (the format's bytes at the read bandwidth measured in the same
+process) and the arithmetic bound (k rows' multiply-adds at the rate each product reaches on one
+weight kept in the caches, 32 rows), and t(k) / max(t(1), arithmetic), the issue's goal being <= 1.15.
+Attention, norms and the rest of a forward are not in it. Timings on a busy machine mean little:
+run it on a quiet one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from . import qblocks
+
+ROWS = tuple(range(1, 33))
+GOAL = 1.15
+LAYER_GROUPS = (("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), ("self_attn.o_proj",),
+                ("mlp.gate_proj", "mlp.up_proj"), ("mlp.down_proj",))
+
+
+def median_s(fn, repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def forward_weights(blocks: dict) -> list[tuple[str, np.ndarray, int, int]]:
+    """(format, raw blocks, out_features, in_features) for each product of one forward, in order."""
+    out, layer = [], 0
+    while f"model.layers.{layer}.mlp.down_proj" in blocks:
+        for group in LAYER_GROUPS:
+            parts = [blocks[f"model.layers.{layer}.{p}"] for p in group]
+            data = np.concatenate([np.asarray(p.data) for p in parts])
+            out.append((parts[0].fmt, data, data.shape[0], parts[0].in_features))
+        layer += 1
+    head = blocks["lm_head"]
+    out.append((head.fmt, np.asarray(head.data), head.out_features, head.in_features))
+    return out
+
+
+def float32_product():
+    """-> (name, prepare(w), run(state, x)): the engine's float32 product, else torch's."""
+    try:
+        from .linear import SmallGemm
+
+        if SmallGemm.available():
+            return "smallgemm", SmallGemm.prepare, lambda st, x: SmallGemm.run(st, x, None)
+    except ImportError:
+        pass
+    return "torch", lambda w: w, lambda st, x: torch.nn.functional.linear(x, st)
+
+
+def bandwidth(mb: int = 512, threads: int = 2, reps: int = 5) -> float:
+    """GB/s reading a buffer far beyond the caches with `threads` threads (best of reps)."""
+    a = torch.ones(mb * 2 ** 20 // 8, dtype=torch.int64)
+    lib = qblocks.library()
+    lib.qb_stream_read(a.data_ptr(), a.numel(), threads)
+    best = min(median_s(lambda: lib.qb_stream_read(a.data_ptr(), a.numel(), threads), 1, 0) for _ in range(reps))
+    return a.numel() * 8 / 1e9 / best
+
+
+def warm_rate(run, n: int, k: int, rows: int = 32, calls: int = 20, repeats: int = 5) -> float:
+    """Multiply-adds per second of run(x) on one weight kept in the caches, `rows` rows."""
+    x = torch.randn(rows, k)
+    t = median_s(lambda: [run(x) for _ in range(calls)], repeats) / calls
+    return rows * n * k / t
+
+
+def prepare(blocks: dict, tile: int) -> dict:
+    """Both formats' products of one forward, ready to run, with their bytes and multiply-adds."""
+    weights = forward_weights(blocks)
+    name, f32_prepare, f32_run = float32_product()
+    q_states, f_states = [], []
+    for fmt, data, n, k in weights:
+        q_states.append((fmt, qblocks.pack(fmt, data, n, k), n, k))
+        f_states.append((f32_prepare(torch.from_numpy(qblocks.dequantize(fmt, data, n, k))), k))
+    macs = {fmt: sum(n * k for f, _, n, k in weights if f == fmt) for fmt in qblocks.FORMATS}
+
+    def q_run(st, x):
+        return qblocks.matmul(st[0], x, st[1], st[2], st[3], tile=tile)
+
+    return {"weights": weights, "q": q_states, "f32": f_states, "q_run": q_run, "f32_run": f32_run,
+            "f32_name": name, "macs": macs, "q_bytes": sum(d.nbytes for _, d, _, _ in weights),
+            "f32_bytes": 4 * sum(macs.values())}
+
+
+def rates(p: dict) -> dict:
+    """Warm multiply-add rates: Q4_1 on one stacked gate/up, Q8_0 on 4096 LM-head rows, float32 on gate/up."""
+    fmt_l, data_l, n_l, k_l = p["weights"][2]  # layer 0's gate/up
+    fmt_h, data_h, _, k_h = p["weights"][-1]
+    rows_h = 4096
+    head = np.ascontiguousarray(np.asarray(data_h)[:rows_h])
+    q_l = (fmt_l, qblocks.pack(fmt_l, data_l, n_l, k_l), n_l, k_l)
+    q_h = (fmt_h, qblocks.pack(fmt_h, head, rows_h, k_h), rows_h, k_h)
+    f_l = p["f32"][2][0]
+    return {fmt_l: warm_rate(lambda x: p["q_run"](q_l, x), n_l, k_l),
+            fmt_h: warm_rate(lambda x: p["q_run"](q_h, x), rows_h, k_h),
+            "f32": warm_rate(lambda x: p["f32_run"](f_l, x), n_l, k_l)}
+
+
+def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None) -> dict:
+    from ...target import gguf_blocks
+
+    p = prepare(gguf_blocks.read(path), tile)
+    threads = torch.get_num_threads()
+    bws, t_q, t_f = [], {}, {}
+    g = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        for k in rows:
+            xs = {K: torch.randn(k, K, generator=g) for K in {w[3] for w in p["weights"]}}
+            t_q[k] = 1e3 * median_s(lambda: [p["q_run"](st, xs[st[3]]) for st in p["q"]], repeats)
+            t_f[k] = 1e3 * median_s(lambda: [p["f32_run"](st, xs[K]) for st, K in p["f32"]], repeats)
+            if k in (rows[0], rows[len(rows) // 2], rows[-1]):
+                bws.append(bandwidth(threads=threads))
+        r = rates(p)
+    bw = statistics.median(bws)
+    return {"cpu": _cpu_name(), "threads": threads, "tile": tile or qblocks.DEFAULT_TILE,
+            "qblocks_path": qblocks.best_path(),
+            "f32_product": p["f32_name"], "bandwidth_gbs": bw, "q_mb": p["q_bytes"] / 1e6,
+            "f32_mb": p["f32_bytes"] / 1e6, "macs": p["macs"], "rates_gmacs": {f: v / 1e9 for f, v in r.items()},
+            "t_q_ms": t_q, "t_f32_ms": t_f}
+
+
+def _cpu_name() -> str:
+    try:
+        from .build import cpu_model
+
+        return cpu_model()
+    except ImportError:
+        import platform
+
+        return platform.processor() or platform.machine()
+
+
+def verdict(res: dict) -> dict:
+    """k -> {format: (t ms, t / t(1), streaming ms, arithmetic ms, t / max(t(1), arithmetic))}."""
+    rate, macs = res["rates_gmacs"], res["macs"]
+    out = {}
+    for k in sorted(res["t_q_ms"]):
+        row = {}
+        for key, times, mb, arith in (
+                ("q", res["t_q_ms"], res["q_mb"], sum(k * macs[f] / (rate[f] * 1e9) for f in macs if macs[f])),
+                ("f32", res["t_f32_ms"], res["f32_mb"], k * sum(macs.values()) / (rate["f32"] * 1e9))):
+            t1, t = times[min(times)], times[k]
+            arith_ms = 1e3 * arith
+            row[key] = (t, t / t1, mb / res["bandwidth_gbs"], arith_ms, t / max(t1, arith_ms))
+        out[k] = row
+    return out
+
+
+def render(res: dict) -> str:
+    r = res["rates_gmacs"]
+    lines = [f"CPU: {res['cpu']}, {res['threads']} threads, qblocks path {res['qblocks_path']}, row tile "
+             f"{res['tile']}. Products of one forward of k tokens (30 layers + LM head), median ms. Read bandwidth "
+             f"{res['bandwidth_gbs']:.1f} GB/s; GGUF blocks {res['q_mb']:.0f} MB, float32 {res['f32_mb']:.0f} MB "
+             f"({res['f32_product']}). Warm rates, G multiply-adds/s: "
+             + ", ".join(f"{f} {v:.0f}" for f, v in r.items()) + f". Goal: t(k) / max(t(1), arithmetic) <= {GOAL}.",
+             "", "| k | Q4_1 t(k) | /t(1) | streaming | arithmetic | t/max(t1, arith) "
+             "| f32 t(k) | /t(1) | streaming | arithmetic | t/max(t1, arith) |", "|---" * 11 + "|"]
+    for k, row in verdict(res).items():
+        cells = [f"{t:.1f} | {rel:.2f} | {s:.1f} | {a:.1f} | {ratio:.2f}{'' if ratio <= GOAL else ' *'}"
+                 for t, rel, s, a, ratio in (row["q"], row["f32"])]
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("* above the goal. Timings taken while other work runs are not results.")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> str:
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.cpu.kernels.qblocks_curve", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--curve", action="store_true", help="measure t(k), k = 1..32 (the default model's GGUF)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tile", type=int, default=0, help="rows per pass over a weight group, 1..16 (0: 16)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rows", default="1-32", help="k values: 1-32, or a list like 1,8,13,16")
+    ap.add_argument("--gguf", default=None, help="a GGUF file (default: the default model's)")
+    ap.add_argument("--json-out", default=None)
+    args = ap.parse_args(argv)
+    if not args.curve:
+        lib = qblocks.library()
+        return f"qblocks.c built; paths here: {', '.join(qblocks.available_paths(lib))} (best {qblocks.best_path(lib)})"
+    torch.set_num_threads(args.threads)
+    lo, _, hi = args.rows.partition("-")
+    rows = tuple(range(int(lo), int(hi) + 1)) if hi else tuple(int(v) for v in args.rows.split(","))
+    res = curve(rows, args.repeats, args.tile, args.gguf)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(res, f, indent=1)
+    return render(res)
+
+
+if __name__ == "__main__":
+    print(main())

@@ -1,305 +1,608 @@
-"""The Lesson tab (issue 45, item 4): a teacher walks a class through seven shipped traces, one idea
-each (eagle_app/lesson_plan.py), each opened at the cycle its rule picked, with a short caption and
-one question for the class, in English and Chinese. Its own tab, not a section of the Learn tab: the
-figures sit beside the words at projector size, and the Learn tab stays a reference to read.
-Every string of the tab is in TEXT below; the tab redraws itself when the page's language changes.
+"""The Lesson tab (issue 52, item 1): eight steps that tell one story, from why one pass over k tokens
+costs about one to the live Decode tab (eagle_app/lesson_plan.py). Each step has one idea, a caption of
+at most 120 words, one figure from viz/, one question for the class, and a "try it" that names one
+control of the Decode tab and predicts what it will do; "Go live" puts the step's prompt and settings
+on the Decode tab (the lesson's settings: the page's `cpu` tree) and shows it.
+
+Every figure about this project in the captions is a {field} read at render time from a record: the
+hardware panel's recording and tau per tree (assets/learn/, eagle_core.machine), tau per language
+(assets/learn/per_language.json), the lesson's traces and manifest (assets/lesson/), the shipped heads'
+config.json. tests/test_literal_figures.py fails when one is typed. Every string is in TEXT below, in
+English and Chinese; the tab redraws itself when the page's language changes.
 """
 from __future__ import annotations
 
 import functools
 import json
 import os
+import threading
 
 import gradio as gr
 
 import viz
-from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED
+from eagle_core.trace import ACCEPTED, REJECTED
 from viz.examples import load_trace_file
 from viz.i18n import Strings, lang_of
 from viz.style import cycle_texts, md_text, token_label
 
-from .lesson_plan import BY_KEY, LESSON_DIR, is_byte_token, load_manifest, load_meta, residual_nodes
+from .lesson_plan import BY_KEY, LESSON_DIR, PRESET, STEPS, TREE, is_byte_token, load_manifest, load_meta, residual_nodes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEAD3_CONFIG = os.path.join(ROOT, "assets", "head3-smollm2-135m", "config.json")
+SMALLER = 3  # step 1's "try it": total draft tokens set to this (4 rows), a tree a quarter the cpu tree's drafts
+ENGLISH_GREAT_WALL = "Introduce the Great Wall in three sentences."  # step 7's "try it": the prompt in English
 
 TEXT = Strings({
     "tab": ("Lesson", "课堂"),
     "prev": ("◀ Previous step", "◀ 上一步"),
     "next": ("Next step ▶", "下一步 ▶"),
-    "open": ("Open this trace in the Decode tab (scrub its cycles)", "在“解码”页打开这条轨迹（可逐轮拖动）"),
+    "open": ("Open this step's recorded run in the Decode tab (scrub its cycles)",
+             "在“解码”页打开这一步的记录（可逐轮拖动）"),
+    "live": ("Go live: the Decode tab with this step's prompt and the lesson's settings",
+             "进入实时演示：“解码”页，带上这一步的提示词和课堂的设置"),
     "steps": ("Step", "步骤"),
-    "intro": ("Seven recorded runs of the real model, one idea each. Pick a step, read the caption aloud, ask the "
-              "question; the figures answer it.",
-              "七段真实模型的运行记录，每段讲一个概念。选一步，朗读说明，提出问题；答案就在图中。"),
+    "intro": ("Eight steps, one idea each, from why checking guesses is cheap to the live model. Read the caption "
+              "aloud, ask the question (the figure answers it), then try it on the Decode tab.",
+              "八个步骤，每步讲一个概念：从“为什么检查猜测很便宜”一直讲到实时运行的模型。朗读说明，提出问题（答案就在图中），"
+              "然后到“解码”页动手试一试。"),
     "head": ("### Step {i} of {n} · {title}", "### 第 {i} 步（共 {n} 步）· {title}"),
-    "ask": ("**Question for the class:** {q}", "**问全班**：{q}"),
+    "ask": ("**Question for the class:** {q}", "<b>问全班</b>：{q}"),
+    "try": ("**Try it** (Decode tab, press Generate): {t}", "<b>试一试</b>（“解码”页，点击“生成”）：{t}"),
     "source": ("Trace: “{prompt}” · cycle {k} of {of} · chosen as: {rule}",
                "轨迹：“{prompt}” · 第 {k} 轮（共 {of} 轮）· 选取规则：{rule}"),
-    "missing": ("The lesson's traces are missing: run `python scripts/make_lesson_traces.py`.",
-                "缺少课堂轨迹：请运行 `python scripts/make_lesson_traces.py`。"),
+    "source_record": ("Figures from: {what}", "数据来源：{what}"),
+    "missing": ("This step's run is not recorded yet: the lead re-records the lesson's traces "
+                "(`docs/app.md`, *The lesson*). The caption's numbers appear once it is.",
+                "这一步的运行还没有记录：需要重新录制课堂轨迹（见 `docs/app.md` 的 *The lesson*）。录制后说明中的数字才会出现。"),
     "opened": ("Lesson step {i}: {title} · cycle {k} of {of}", "课堂第 {i} 步：{title} · 第 {k} 轮（共 {of} 轮）"),
+    "went_live": ("Lesson step {i}: the live Decode tab with the lesson's settings. Press Generate.",
+                  "课堂第 {i} 步：实时的“解码”页，已带上课堂的设置。请点击“生成”。"),
     "list_sep": ("”, “", "”、“"),
+    "none": ("—", "—"),
+    "depth_of": ("depth {d}: {a} of {b}", "深度 {d}：{b} 次中 {a} 次"),
+    "live_model": ("as the loaded model computed them just now", "这是已加载的模型刚刚算出的数值"),
+    "no_model": ("as a sketch: no model is loaded yet (open the Decode tab, then come back)",
+                 "这里只是示意图：模型尚未加载（先打开“解码”页，再回来）"),
+    "recorded_hw": ("the hardware panel's recording ({machine}, {date}, `{command}`)",
+                    "硬件面板的记录（{machine}，{date}，`{command}`）"),
+    "source_live": ("Figures from: the loaded model, run on “{prompt}” when this step is shown; EAGLE-3's layers: "
+                    "its head's config.json", "数据来源：显示这一步时，已加载的模型对“{prompt}”的运行；EAGLE-3 的层：其草稿头的 config.json"),
+    "per_char": ("{n} take {k} token(s)", "{n} 个占 {k} 个词元"),
 
-    "title.tree": ("The draft tree", "草稿树"),
-    "cap.tree": ("Before the big model runs, EAGLE's small draft head guesses what comes next. It does not guess "
-                 "one token but a tree. The root is the token the model chose last (“{root}”). The head tried {kids} "
-                 "different next tokens, then kept guessing after the most promising ones, {depth} levels deep: "
-                 "{n} drafts in all. Each path down from the root is one possible continuation. The colours show "
-                 "what the target model later decided about them: the next steps' story.",
-                 "在大模型运行之前，EAGLE 的小型草稿头先猜接下来的内容。它猜的不是一个词元，而是一棵树。根节点是模型"
-                 "上一步选定的词元（“{root}”）。草稿头先试了 {kids} 个不同的下一个词元，再沿最有希望的几条继续猜，"
-                 "共 {depth} 层：一共 {n} 个草稿。从根往下的每条路径都是一种可能的续写。颜色表示目标模型随后对它们的判定：那是后面几步要讲的内容。"),
-    "q.tree": ("How many different first tokens did the head try, and how many levels deep does the tree go?",
-               "草稿头试了几个不同的第一个词元？这棵树有几层深？"),
-    "rule.tree": ("the first cycle with a full tree", "第一个用满草稿树的轮次"),
+    # 1 ------------------------------------------------------------------------------------------------
+    "title.cost": ("Why one pass over k tokens costs about one", "为什么 k 个词元的一次前向只花约一次的代价"),
+    "cap.cost": ("To write one token the target reads every one of its weights from memory: {mb} MB a pass on this "
+                 "machine. A pass over k tokens reads the same weights once and only adds arithmetic. Measured on "
+                 "{machine} ({date}): t(1) = {t1} ms, and a pass over the {rows} rows of the page's tree takes "
+                 "t({rows}) = {tk} ms, {r}× one token's pass, not {rows}×. So the target can check a whole tree of "
+                 "guesses for about the price of one step. That is why speculative decoding works: guessing is cheap "
+                 "to check.",
+                 "目标模型每写一个词元，都要把全部权重从内存中读一遍：在这台机器上每次前向读 {mb} MB。对 k 个词元的一次前向"
+                 "只读同样的权重一遍，多出来的只是算术运算。在 {machine} 上实测（{date}）：t(1) = {t1} 毫秒，而读页面默认树的 "
+                 "{rows} 行的一次前向 t({rows}) = {tk} 毫秒，是一个词元的 {r} 倍，而不是 {rows} 倍。所以目标模型检查整棵"
+                 "树的猜测，只花约一步的代价。这就是投机解码有效的原因：猜测检查起来很便宜。"),
+    "q.cost": ("If a pass over {rows} tokens cost {rows} times t(1), could checking guesses ever pay?",
+               "如果 {rows} 个词元的一次前向要花 {rows} 倍的 t(1)，检查猜测还可能划算吗？"),
+    "try.cost": ("set **{control}** from {n} to {n2}. Predict: the verify time per cycle hardly falls: "
+                 "t({k2}) = {tk2} ms against t({rows}) = {tk} ms recorded.",
+                 "把<b>{control}</b>从 {n} 改为 {n2}。预测：每轮的验证时间几乎不降：记录中 t({k2}) = {tk2} 毫秒，"
+                 "t({rows}) = {tk} 毫秒。"),
 
-    "title.one_pass": ("One pass verifies the whole tree", "一次前向验证整棵树"),
-    "cap.one_pass": ("The target model checks all {n} drafts in a single forward pass, reading them as one "
-                     "sequence. The mask shows the trick: each row is a draft, and it may look only at its own "
-                     "ancestors (the filled squares), never at another branch. So every branch is scored as if it "
-                     "were alone, all at the same time. In this cycle that one pass confirmed {k} drafts and added "
-                     "the target's own next token: {m} tokens for one pass.",
-                     "目标模型在一次前向中检查全部 {n} 个草稿，把它们当作一个序列来读。掩码图展示了其中的技巧：每一行是一个"
-                     "草稿，它只能看到自己的祖先（涂色的格子），看不到其他分支。因此每个分支都像单独存在一样被打分，而且是同时"
-                     "进行。这一轮，这一次前向确认了 {k} 个草稿，并加上目标模型自己的下一个词元：一次前向得到 {m} 个词元。"),
-    "q.one_pass": ("In the mask, which tokens can the row of “{token}” see? Why must it not see the other branches?",
-                   "在掩码图中，“{token}”这一行能看到哪些词元？为什么它不能看到其他分支？"),
-    "rule.one_pass": ("the first full tree that accepted two or more drafts", "第一个用满草稿树且接受了至少两个草稿的轮次"),
+    # 2 ------------------------------------------------------------------------------------------------
+    "title.head": ("What EAGLE's head reads", "EAGLE 的草稿头读什么"),
+    "cap.head": ("EAGLE's draft head does not guess from tokens alone. At each position t it reads the target's "
+                 "top feature f(t), the vector the target's LM head reads (the EAGLE paper's “second-to-top layer”), "
+                 "together with the token one step ahead, x(t+1): the token sequence shifted by one. The feature "
+                 "carries what the target computed; the shifted token says which token was actually chosen from it. "
+                 "The figure shows these inputs for this step's prompt, {live}. An EAGLE-3 head reads three of the "
+                 "target's layers instead (low, middle, high: the inputs of layers {layers}), fused into one vector.",
+                 "EAGLE 的草稿头并不只靠词元来猜。在每个位置 t，它读取目标模型的顶层特征 f(t)，也就是目标模型的 LM head "
+                 "读取的那个向量（EAGLE 论文称之为“倒数第二层”），再加上后一位的词元 x(t+1)：词元序列错开一位。特征携带目标"
+                 "模型算出的内容；错开的词元说明从中实际选出了哪个词元。图中是这一步提示词的这些输入，{live}。EAGLE-3 的头则读取"
+                 "目标模型的三层（低、中、高：第 {layers} 层的输入），融合成一个向量。"),
+    "q.head": ("Why does the head need x(t+1) when f(t) already holds the whole context?",
+               "f(t) 已经包含了整个上下文，为什么草稿头还需要 x(t+1)？"),
+    "try.head": ("set **{control}** to EAGLE-3 (three layers). Predict: the text stays identical to vanilla's; only "
+                 "τ and the speed change, because only the guesses change.",
+                 "把<b>{control}</b>改为 EAGLE-3（读三层）。预测：文本仍与普通解码完全相同；只有 τ 和速度会变，因为变的只是猜测。"),
 
-    "title.bonus": ("Acceptance and the bonus token", "接受与奖励词元"),
-    "cap.bonus": ("With greedy decoding a draft is kept only if it is exactly the target's own top choice. Walking "
-                  "down from the root, the target accepted {k} drafts in a row: “{quoted}”. The same pass also gave "
-                  "the target's own choice after the last accepted draft: the bonus token “{bonus}”. It comes free, "
-                  "so every cycle adds at least one token; this one added {m}.",
-                  "贪心解码时，只有恰好等于目标模型自己首选的草稿才会被保留。从根往下，目标模型连续接受了 {k} 个草稿："
-                  "“{quoted}”。同一次前向还给出了目标模型在最后一个被接受的草稿之后自己的选择：奖励词元“{bonus}”。"
-                  "它是免费得到的，所以每一轮至少增加一个词元；这一轮增加了 {m} 个。"),
-    "q.bonus": ("In the chart, how high is the target's p for each accepted draft? Which bar is the bonus token?",
-                "在图中，每个被接受的草稿的目标概率 p 有多高？哪一根柱子是奖励词元？"),
-    "rule.bonus": ("the longest accepted path", "接受路径最长的轮次"),
+    # 3 ------------------------------------------------------------------------------------------------
+    "title.tree": ("The draft tree, and its root row", "草稿树，以及根节点那一行"),
+    "cap.tree": ("Before the target runs, the head guesses a tree. Its root is the token the target chose last "
+                 "(“{root}”), which the target has not read yet. The head tried {kids} first tokens, then kept "
+                 "guessing after the likeliest ones, {depth} levels deep: {n} drafts. The target reads {rows} rows: "
+                 "the {n} drafts plus the root, because the root's row is where the target says what comes after it, "
+                 "the test of every first draft and the bonus if all fail. k drafts, k + 1 rows. This is the page's "
+                 "`{preset}` tree ({tree}).",
+                 "在目标模型运行之前，草稿头先猜出一棵树。树根是目标模型上一步选定的词元（“{root}”），目标模型还没有读过它。"
+                 "草稿头试了 {kids} 个第一个词元，再沿最可能的几条继续猜，共 {depth} 层：{n} 个草稿。目标模型读取 {rows} 行："
+                 "{n} 个草稿加上树根，因为树根那一行给出目标模型认为它后面该接什么，用来检验每个第一层草稿，全部失败时也由它给出"
+                 "奖励词元。k 个草稿，k + 1 行。这是页面默认的 `{preset}` 树（{tree}）。"),
+    "q.tree": ("How many rows does the target read for this tree, and why one more than the drafts?",
+               "这棵树目标模型要读几行？为什么比草稿多一行？"),
+    "try.tree": ("set **{control}** to 1. Predict: one level of at most {width} drafts, so a cycle commits at most "
+                 "two tokens (one draft and the bonus).",
+                 "把<b>{control}</b>改为 1。预测：只剩一层，最多 {width} 个草稿，所以每轮最多提交两个词元（一个草稿加奖励词元）。"),
 
-    "title.rejection": ("A rejection", "被拒绝的草稿"),
-    "cap.rejection": ("Here the target disagreed with every first guess: “{quoted}” were rejected, so the {u} "
-                      "drafts below them were never tested. The cycle is not lost: the same pass gave the target's "
-                      "own token, “{bonus}”, and it is kept. A bad guess costs drafting time and a bigger pass, "
-                      "never a different text: what is written is the target's own choice.",
-                      "这里目标模型不同意任何一个第一层的猜测：“{quoted}”都被拒绝了，因此它们下面的 {u} 个草稿根本没有被检验。"
-                      "这一轮并没有白费：同一次前向给出了目标模型自己的词元“{bonus}”，并被保留。猜错的代价是起草的时间和"
-                      "更大的一次前向，而不会改变输出：写下的始终是目标模型自己的选择。"),
-    "q.rejection": ("Compare p (target) and q (draft) for the rejected drafts: which one did the head like most, and "
-                    "which token did the target choose instead?",
-                    "比较被拒绝草稿的 p（目标模型）和 q（草稿头）：草稿头最看好哪一个？目标模型改选了哪个词元？"),
-    "rule.rejection": ("the first cycle whose first-level drafts were all rejected", "第一个第一层草稿全部被拒绝的轮次"),
+    # 4 ------------------------------------------------------------------------------------------------
+    "title.mask": ("The tree-attention mask: one pass", "树注意力掩码：一次前向"),
+    "cap.mask": ("The target checks all {rows} rows in one forward pass, reading them as one sequence. The mask "
+                 "shows how: each row sees the committed text and its own ancestors (the filled squares), never "
+                 "another branch, and sits at position context + depth. So every branch is scored as if it were "
+                 "alone, all at once. In this cycle that single pass confirmed {k} drafts and gave the target's own "
+                 "next token: {m} tokens for one pass.",
+                 "目标模型在一次前向中检查全部 {rows} 行，把它们当作一个序列来读。掩码图展示了做法：每一行能看到已提交的文本"
+                 "和它自己的祖先（涂色的格子），看不到其他分支，位置是 上下文长度 + 深度。因此每个分支都像单独存在一样被打分，"
+                 "而且是同时进行。这一轮，这一次前向确认了 {k} 个草稿，并给出目标模型自己的下一个词元：一次前向得到 {m} 个词元。"),
+    "q.mask": ("In the mask, which rows can the row of “{token}” see? Why must it not see the other branches?",
+               "在掩码图中，“{token}”这一行能看到哪些行？为什么它不能看到其他分支？"),
+    "try.mask": ("set **{control}** to 1. Predict: the tree becomes a chain and the mask a full triangle: every "
+                 "row sees every row above it.",
+                 "把<b>{control}</b>改为 1。预测：树变成一条链，掩码变成完整的三角形：每一行都能看到它上面的所有行。"),
 
-    "title.residual": ("Sampling's residual rule", "采样的剩余概率规则"),
-    "cap.residual": ("At temperature {t} the target draws its next token at random, and the drafts must not change "
-                     "the odds. Each draft is tested with a random number u: keep it if u is below the target's p. "
-                     "“{rej}” lost its draw (u = {u1} ≥ p = {p1}). Its sibling “{acc}” was then tested against p "
-                     "renormalised over what the rejection left: its p is {p2}, its threshold rose to {t2}. It won "
-                     "(u = {u2}). This keeps the output distributed exactly as the target's own sampling.",
-                     "温度为 {t} 时，目标模型随机抽取下一个词元，而草稿不能改变这些概率。每个草稿用一个随机数 u 检验："
-                     "当 u 小于目标概率 p 时保留。“{rej}”没有通过（u = {u1} ≥ p = {p1}）。接着它的兄弟节点“{acc}”"
-                     "按拒绝后剩余的概率重新归一化来检验：它的 p 是 {p2}，门槛升到了 {t2}。它通过了（u = {u2}）。"
-                     "这样输出的分布与目标模型自己采样完全相同。"),
-    "q.residual": ("In the chart, is the black threshold line of “{acc}” above or below its p bar, and why?",
+    # 5 ------------------------------------------------------------------------------------------------
+    "title.greedy": ("Greedy acceptance and the bonus token", "贪心接受与奖励词元"),
+    "cap.greedy": ("At temperature 0 a draft is kept only if it is exactly the target's top token at its parent's "
+                   "row. Walking down from the root, the target accepted {k} drafts in a row: “{quoted}”. The same "
+                   "pass gave the target's own choice after the last of them, the bonus token “{bonus}”: every "
+                   "cycle adds at least one token, this one {m}. Acceptance per depth over this run: {per_depth}. "
+                   "The text is vanilla's, token for token.",
+                   "温度为 0 时，只有恰好等于目标模型在其父节点那一行的首选词元的草稿才会被保留。从根往下，目标模型连续接受了 "
+                   "{k} 个草稿：“{quoted}”。同一次前向还给出了目标模型在最后一个之后自己的选择，即奖励词元“{bonus}”：每一轮"
+                   "至少增加一个词元，这一轮增加了 {m} 个。这次运行中每个深度的接受情况：{per_depth}。文本与普通解码逐词元相同。"),
+    "q.greedy": ("In the chart, how high is the target's p for each accepted draft? Which bar is the bonus token?",
+                 "在图中，每个被接受草稿的目标概率 p 有多高？哪一根柱子是奖励词元？"),
+    "try.greedy": ("set **{control}** to vanilla. Predict: the same text, one token per pass (τ of one), and fewer "
+                   "tokens per second.",
+                   "把<b>{control}</b>改为普通解码。预测：文本相同，每次前向一个词元（τ 为一），每秒词元数更少。"),
+
+    # 6 ------------------------------------------------------------------------------------------------
+    "title.sampling": ("Sampling: the test, a rejection, the residual", "采样：检验、拒绝与剩余分布"),
+    "cap.sampling": ("At temperature {t} the target samples, and drafts must not change the odds. Here drafts are the "
+                     "head's top picks, not samples, so the verifier's test uses p alone: draw u uniform in [0, 1) "
+                     "and keep child c if u < p(c) ÷ (1 − p of its rejected elder siblings). “{rej}” lost its draw "
+                     "(u = {u1}, p = {p1}). Its sibling “{acc}” was then tested against the residual, p without "
+                     "“{rej}”, renormalised: p = {p2} became {t2}, and u = {u2} kept it. If every child loses, the "
+                     "bonus is drawn from that residual. The text keeps the target's own distribution.",
+                     "温度为 {t} 时目标模型会采样，草稿不能改变其中的概率。这里的草稿是草稿头的首选，而不是采样所得，所以验证器的"
+                     "检验只用 p：抽取 [0, 1) 上均匀的 u，当 u < p(c) ÷ (1 − 已被拒绝的兄长节点的 p) 时保留子节点 c。"
+                     "“{rej}”没有通过（u = {u1}，p = {p1}）。接着它的兄弟“{acc}”按剩余分布检验，即去掉“{rej}”后重新归一化的 "
+                     "p：p = {p2} 变成 {t2}，u = {u2}，于是保留。如果所有子节点都失败，奖励词元从这个剩余分布中抽取。"
+                     "文本仍服从目标模型自己的分布。"),
+    "q.sampling": ("In the chart, is the black threshold line of “{acc}” above or below its p bar, and why?",
                    "在图中，“{acc}”的黑色门槛线在它的 p 柱之上还是之下？为什么？"),
-    "rule.residual": ("the first cycle that accepted a draft after a rejected sibling", "第一个在兄弟节点被拒绝后接受草稿的轮次"),
+    "try.sampling": ("change **{control}**. Predict: another text, just as likely as vanilla sampling's: over many "
+                     "seeds each word appears as often as without drafts.",
+                     "换一个<b>{control}</b>。预测：得到另一段文本，其可能性与普通采样完全相同：换很多个种子，每个词出现的频率"
+                     "与不用草稿时一样。"),
 
-    "title.bytes": ("A Chinese prompt's byte tokens", "中文提示词的字节词元"),
-    "cap.bytes": ("Only {whole} of this model's {vocab:,} tokens are whole Chinese characters, so most characters "
-                  "are split: a common character is 3 UTF-8 bytes, and here each byte is its own token (labels such "
-                  "as “{example}”). In this cycle the target accepted {k} byte tokens: “{quoted}”. With the root's "
-                  "byte and the bonus token they make whole characters: “{chars}”. Drafting and checking work on bytes exactly as "
-                  "on words.",
-                  "这个模型的 {vocab:,} 个词元中只有 {whole} 个是完整的汉字，所以多数汉字会被拆开：常用汉字占 3 个 "
-                  "UTF-8 字节，这里每个字节各是一个词元（标签如“{example}”）。这一轮目标模型接受了 {k} 个字节词元：“{quoted}”。它们与根节点的"
-                  "字节、奖励词元合在一起才组成完整的汉字：“{chars}”。起草和检验对字节的处理与对词语完全一样。"),
-    "q.bytes": ("Counting the root and the bonus, how many tokens spell “{chars}”, and which node completes the first "
-                "character?", "连同根节点和奖励词元，“{chars}”由几个词元组成？哪个节点补全了第一个汉字？"),
-    "rule.bytes": ("the first cycle whose accepted path holds a byte token", "第一个接受路径中含有字节词元的轮次"),
+    # 7 ------------------------------------------------------------------------------------------------
+    "title.languages": ("Languages: acceptance and bytes", "语言：接受率与字节"),
+    "cap.languages": ("The same questions in English and Chinese give different τ (figure: the shipped head, "
+                      "{n_prompts} prompts a set). SmolLM2's tokenizer is a byte-level BPE: a Chinese character is "
+                      "three UTF-8 bytes, and a token holds one, two or three of them. Of {chars} characters in the "
+                      "Chinese prompts, {per_char}; only {whole} of the {vocab} tokens are whole characters. Here the "
+                      "target accepted {k} byte tokens: “{quoted}”. Plainly: this small model, trained mostly on "
+                      "English, writes poor Chinese (read the text below). The checks are the same, so the output is "
+                      "still exactly the model's own.",
+                      "同样的问题用英文和中文提问，τ 不同（图：随附的草稿头，每组 {n_prompts} 个提示词）。SmolLM2 的分词器是字节级 "
+                      "BPE：一个汉字是三个 UTF-8 字节，一个词元含其中的一个、两个或三个。在中文提示词的 {chars} 个汉字中，{per_char}；"
+                      "{vocab} 个词元中只有 {whole} 个是完整的汉字。这里目标模型接受了 {k} 个字节词元：“{quoted}”。坦白说：这个"
+                      "主要用英文训练的小模型写出的中文很差（看下面的文本）。检验方式完全一样，所以输出仍然严格是模型自己的。"),
+    "q.languages": ("Why can τ be higher in Chinese while a character costs up to three tokens?",
+                    "一个汉字最多要三个词元，为什么中文的 τ 反而可能更高？"),
+    "try.languages": ("replace the **{control}** with “{english}”. Predict: far fewer tokens for the same length of "
+                      "answer, better text, and a τ near the figure's English bar.",
+                      "把<b>{control}</b>换成 “{english}”。预测：同样长度的回答所需词元少得多，文本更好，τ 接近图中英文的柱子。"),
 
-    "title.hardware": ("What the hardware makes cheap", "硬件让什么变得便宜"),
-    "cap.hardware": ("This pass checked {n} tokens at once. Is that {n} times the work of one? A pass reads all the "
-                     "model's weights from memory once, however many tokens it checks. On a GPU that reading "
-                     "dominates, so the figure's GPU illustration takes a pass of up to 64 tokens to cost as much as "
-                     "one, and big trees pay. On a CPU the arithmetic grows with the tokens{ratio}, so small trees "
-                     "win. The figure predicts the speedup of each tree size on both.",
-                     "这一次前向同时检查了 {n} 个词元。这是检查一个词元的 {n} 倍工作量吗？无论检查多少个词元，一次"
-                     "前向都只从内存中读取一遍模型的全部权重。在 GPU 上，读取权重是主要开销，所以图中的 GPU 示意假设最多 64 "
-                     "个词元的前向与一个词元的耗时相同，大树划算。在 CPU 上，计算量随词元数增长{ratio}，所以小树更好。"
-                     "图中预测了两种硬件上每种树大小的加速比。"),
-    "ratio": (" (measured on {machine}, {date}: a pass over {k} tokens took {r:.2f}× a pass over one)",
-              "（在 {machine} 上实测，{date}：{k} 个词元的前向耗时是一个词元的 {r:.2f} 倍）"),
-    "q.hardware": ("In the figure, which tree size gives the best predicted speedup on the CPU, and which in the GPU "
-                   "illustration?", "在图中，CPU 上预测加速比最高的是哪种树？GPU 示意中又是哪种？"),
-    "rule.hardware": ("the first cycle with a full tree", "第一个用满草稿树的轮次"),
+    # 8 ------------------------------------------------------------------------------------------------
+    "title.hardware": ("Hardware: where the best tree moves", "硬件：最佳的树在哪里"),
+    "cap.hardware": ("A bigger tree raises τ, the tokens a cycle commits, but a cycle then costs more: a pass over "
+                     "more rows plus more drafting steps, c vanilla steps in all. The speedup is τ ÷ c. From the "
+                     "recording on {machine} ({date}) the best tree here is {best} ({best_speedup}× predicted); the "
+                     "page's `{preset}` tree {cpu_tree} predicts {cpu_speedup}×, and the published GPU tree {gpu_tree} "
+                     "only {gpu_speedup}×: its {gpu_rows} rows cost c = {gpu_c} while τ reaches only {gpu_tau}. On a "
+                     "GPU a pass of dozens of rows costs about one, so the best tree moves to the large end.",
+                     "更大的树能提高 τ（每轮提交的词元数），但每轮的代价也更高：更多行的一次前向，加上更多起草步，共 c 个普通解码步。"
+                     "加速比是 τ ÷ c。根据 {machine} 上的记录（{date}），本机最佳的树是 {best}（预测 {best_speedup}×）；页面默认的 "
+                     "`{preset}` 树 {cpu_tree} 预测 {cpu_speedup}×，而论文中的 GPU 树 {gpu_tree} 只有 {gpu_speedup}×：它的 "
+                     "{gpu_rows} 行花费 c = {gpu_c}，τ 却只到 {gpu_tau}。在 GPU 上几十行的一次前向与一行的代价相近，所以最佳的树"
+                     "移到大的一端。"),
+    "q.hardware": ("In the figure, where does this machine's curve peak, and where the GPU illustration's? Why?",
+                   "在图中，本机的曲线在哪里达到最高？GPU 示意的曲线呢？为什么？"),
+    "try.hardware": ("set **{control}** to `gpu`. Predict: the speedup falls toward the record's {gpu_speedup}×, "
+                     "below the `{preset}` tree's {cpu_speedup}×. Then set it back: that is the live page.",
+                     "把<b>{control}</b>改为 `gpu`。预测：加速比降向记录中的 {gpu_speedup}×，低于 `{preset}` 树的 {cpu_speedup}×。"
+                     "再改回来：这就是实时的页面。"),
 })
 
 
-# ------------------------------------------------------------------------------------- data
+# ------------------------------------------------------------------------------------- records
+def _f2(x) -> str:
+    return f"{x:.2f}"
+
+
+def _f1(x) -> str:
+    return f"{x:.1f}"
+
+
+def plan_keys() -> list[str]:
+    return [s.key for s in STEPS]
+
+
+def recorded_steps() -> dict[str, dict]:
+    """{key: manifest entry} of the recorded steps whose trace matches the plan (lesson_plan.load_manifest)."""
+    return {s["key"]: s for s in load_manifest()}
+
+
 @functools.lru_cache(maxsize=16)
 def trace(file: str):
     """(eagle, vanilla) of a lesson trace, read once."""
     return load_trace_file(os.path.join(LESSON_DIR, file))
 
 
-def steps() -> list[dict]:
-    return load_manifest()
+def _recorded():
+    """(measurement, tau table) of the hardware panel's recording, or (None, None)."""
+    from eagle_core.machine import load_recorded, load_tau_table
 
-
-def step_of(value, plan: list[dict]) -> int:
-    """The 1-based step of a radio value (its step number), clamped to the lesson."""
     try:
-        i = int(value)
-    except (TypeError, ValueError):
-        i = 1
-    return min(max(i, 1), max(len(plan), 1))
+        return load_recorded(), load_tau_table()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, None
 
 
-def _num(x: float) -> str:
-    return f"{x:.2f}"
+def _t(fwd: dict, k: int) -> float:
+    from eagle_core.machine.hardware import interp
+
+    return fwd[k] if k in fwd else interp(fwd, k)
 
 
+def _control(name: str, lang: str) -> str:
+    """The Decode tab's label of a control, as the page shows it in `lang`."""
+    from . import settings
+    from .i18n import ZH
+
+    label = {"prompt": "Prompt", "preset": "Preset"}.get(name) or settings.BY_NAME[name].label
+    return ZH.get(label, label) if lang == "zh" else label
+
+
+def _bytes_per_weight(m: dict) -> int:
+    target = str(m.get("target", ""))
+    return 2 if ("bfloat16" in target or "float16" in target) else 4
+
+
+def cost_facts(lang: str) -> dict:
+    """Step 1: t(1) and t(rows of the cpu tree) from the recording, the bytes a pass reads."""
+    m, _ = _recorded()
+    rows = TREE["total_tokens"] + 1
+    k2 = SMALLER + 1
+    if not m:
+        return {}
+    fwd = m["forward_ms"]
+    return dict(mb=f"{m['weights']['target'] * _bytes_per_weight(m) / 1e6:,.0f}", machine=md_text(m.get("hardware", "")),
+                date=m.get("date", ""), t1=_f1(fwd[1]), rows=rows, tk=_f1(_t(fwd, rows)), r=_f2(_t(fwd, rows) / fwd[1]),
+                n=TREE["total_tokens"], n2=SMALLER, k2=k2, tk2=_f1(_t(fwd, k2)))
+
+
+def hardware_facts(lang: str) -> dict:
+    """Step 8: the best tree, the cpu and gpu presets' predictions from the recording."""
+    from eagle_core.machine import lesson as predicted, quoted
+
+    m, table = _recorded()
+    if not m:
+        return {}
+    res = predicted(m, table)
+    q = quoted(m, table)
+    best = res["best_here"]
+    return dict(machine=md_text(q["machine"]), date=q["date"], best=best["tree"], best_speedup=_f2(best["speedup"]),
+                cpu_tree=q["cpu_tree"], cpu_speedup=q["cpu_speedup"], gpu_tree=q["gpu_tree"], gpu_speedup=q["gpu_speedup"],
+                gpu_rows=q["gpu_nodes"], gpu_c=q["gpu_c"], gpu_tau=q["gpu_tau"])
+
+
+def head3_layers(lang: str = "en") -> str:
+    try:
+        with open(HEAD3_CONFIG, encoding="utf-8") as f:
+            layers = json.load(f)["eagle_explainer"]["layers"]
+        return ("、" if lang == "zh" else ", ").join(str(i) for i in layers)
+    except (OSError, ValueError, KeyError, TypeError):
+        return "—"
+
+
+def language_facts() -> dict:
+    from viz.languages import load_language_rows
+
+    rows = load_language_rows()
+    return dict(n_prompts=rows[0]["prompts"]) if rows else {}
+
+
+def vocab_facts(lang: str) -> dict:
+    v = load_meta().get("vocab") or {}
+    out = {}
+    if "size" in v:
+        out.update(vocab=f"{v['size']:,}", whole=v.get("whole_chinese", "—"))
+    if v.get("per_char"):
+        out.update(chars=v.get("chars", "—"), per_char=TEXT("list_sep", lang).strip("”“").join(
+            TEXT("per_char", lang, n=n, k=k) for k, n in v["per_char"].items()))
+    return out
+
+
+# ------------------------------------------------------------------------------------- cycles
 def _quote(texts, lang: str) -> str:
     return TEXT("list_sep", lang).join(md_text(token_label(t, 16)) for t in texts)
 
 
-def facts(key: str, c, lang: str, temperature: float = 0.0, vocab: dict | None = None) -> dict:
-    """The fields of step `key`'s caption and question, read from its cycle `c` (and its run's temperature)."""
+def per_depth(cycles, lang: str) -> str:
+    """Acceptance per depth over a run: of the cycles whose accepted path reached depth d - 1 (and drafted at d),
+    how many accepted a draft at depth d."""
+    parts = []
+    for d in range(1, TREE["depth"] + 1):
+        reached = [c for c in cycles if c.n_draft and len(c.accepted) >= d and any(n.depth == d for n in c.nodes)]
+        if not reached:
+            break
+        took = sum(1 for c in reached if len(c.accepted) > d)
+        parts.append(TEXT("depth_of", lang, d=d, a=took, b=len(reached)))
+    return "; ".join(parts) if lang == "en" else "；".join(parts)
+
+
+def cycle_facts(key: str, eagle, c, lang: str) -> dict:
+    """The fields of step `key`'s caption and question, read from its run `eagle` and its cycle `c`."""
     shown, bonus = cycle_texts(c)
     acc = [c.nodes[i] for i in c.accepted[1:]]
     label = lambda n: md_text(token_label(shown[n.index], 16))  # noqa: E731
     if key == "tree":
         return dict(root=label(c.nodes[0]), kids=sum(1 for n in c.nodes if n.parent == 0),
-                    depth=max(n.depth for n in c.nodes), n=c.n_draft)
-    if key == "one_pass":
-        return dict(n=c.n_draft, k=len(acc), m=len(acc) + 1, token=label(acc[-1]))
-    if key == "bonus":
+                    depth=max(n.depth for n in c.nodes), n=c.n_draft, rows=c.n_draft + 1)
+    if key == "mask":
+        return dict(rows=c.n_draft + 1, k=len(acc), m=len(acc) + 1, token=label(acc[-1]))
+    if key == "greedy":
         return dict(k=len(acc), quoted=_quote((shown[n.index] for n in acc), lang), bonus=md_text(token_label(bonus, 16)),
-                    m=len(acc) + 1)
-    if key == "rejection":
-        first = [n for n in c.nodes if n.parent == 0 and n.decision == REJECTED]
-        return dict(quoted=_quote((shown[n.index] for n in first), lang), bonus=md_text(token_label(bonus, 16)),
-                    u=sum(1 for n in c.nodes if n.decision == NOT_REACHED))
-    if key == "residual":
+                    m=len(acc) + 1, per_depth=per_depth(eagle.cycles, lang))
+    if key == "sampling":
         won = next(n for n in residual_nodes(c) if n.decision == ACCEPTED)
         lost = [s for s in c.nodes if s.parent == won.parent and s.index < won.index and s.decision == REJECTED][-1]
-        return dict(t=f"{temperature:g}", rej=label(lost), u1=_num(lost.u), p1=_num(lost.p_test), acc=label(won),
-                    p2=_num(won.p), t2=_num(won.p_test), u2=_num(won.u))
-    if key == "bytes":
-        vocab = vocab or {}
-        example = next(n for n in c.nodes if is_byte_token(n.text))
-        return dict(whole=vocab.get("whole_chinese", "?"), vocab=vocab.get("size", 0), example=label(example),
-                    k=sum(1 for n in acc if is_byte_token(n.text)), quoted=_quote((shown[n.index] for n in acc), lang),
-                    chars=md_text(c.committed_text.strip()))
-    if key == "hardware":
-        return dict(n=c.n_draft + 1, ratio=_ratio(c.n_draft + 1, lang))
+        return dict(t=f"{eagle.summary.settings.get('temperature', 0.0):g}", rej=label(lost), u1=_f2(lost.u),
+                    p1=_f2(lost.p_test), acc=label(won), p2=_f2(won.p), t2=_f2(won.p_test), u2=_f2(won.u))
+    if key == "languages":
+        return dict(k=sum(1 for n in acc if is_byte_token(n.text)), quoted=_quote((shown[n.index] for n in acc), lang))
     raise KeyError(key)
 
 
-def _ratio(k: int, lang: str) -> str:
-    """t(k)/t(1) from the recorded hardware measurement (the hardware panel's file), or nothing."""
-    from eagle_core.machine import RECORDED
+# ------------------------------------------------------------------------------------- the card
+class _Blank(dict):
+    """format_map's mapping: a field no record filled shows as "—" (the card still reads)."""
 
+    def __missing__(self, key):
+        return "—"
+
+
+def _fill(key: str, lang: str, fields: dict) -> str:
+    text = TEXT.entries[key][1 if lang_of(lang) == "zh" else 0]
+    return text.format_map(_Blank(fields))
+
+
+def facts(key: str, lang: str, live: dict | None = None) -> dict:
+    """Every field of step `key`'s texts, from its records (and its cycle when recorded)."""
+    step = BY_KEY[key]
+    f = dict(control=_control(step.control, lang), preset=PRESET, width=TREE["tree_top_k"],
+             tree=f"{TREE['depth']},{TREE['tree_top_k']},{TREE['total_tokens']}", english=ENGLISH_GREAT_WALL)
+    if key == "cost":
+        f.update(cost_facts(lang))
+    elif key == "head":
+        f.update(layers=head3_layers(lang), live=TEXT("live_model" if live else "no_model", lang))
+    elif key == "hardware":
+        f.update(hardware_facts(lang))
+    elif key == "languages":
+        f.update(language_facts(), **vocab_facts(lang))
+    s = recorded_steps().get(key)
+    if step.file and s:
+        eagle, _ = trace(step.file)
+        f.update(cycle_facts(key, eagle, eagle.cycles[s["cycle"] - 1], lang))
+    return f
+
+
+def source_line(key: str, lang: str) -> str:
+    step = BY_KEY[key]
+    if step.file:
+        s = recorded_steps().get(key)
+        if not s:
+            return TEXT("missing", lang)
+        eagle, _ = trace(step.file)
+        return TEXT("source", lang, prompt=md_text(step.prompt), k=s["cycle"], of=len(eagle.cycles),
+                    rule=md_text(step.rule_text))
+    if key == "head":
+        return TEXT("source_live", lang, prompt=md_text(step.prompt))
+    m, _ = _recorded()
+    what = TEXT("recorded_hw", lang, machine=md_text(m.get("hardware", "")), date=m.get("date", ""),
+                command=m.get("command", "")) if m else TEXT("none", lang)
+    return TEXT("source_record", lang, what=what)
+
+
+def card(i: int, lang: str, live: dict | None = None) -> str:
+    """Step i's Markdown: its title, caption, question, try-it and where its figures come from."""
+    key = STEPS[i - 1].key
+    f = facts(key, lang, live)
+    return "\n\n".join((TEXT("head", lang, i=i, n=len(STEPS), title=TEXT(f"title.{key}", lang)),
+                        _fill(f"cap.{key}", lang, f), TEXT("ask", lang, q=_fill(f"q.{key}", lang, f)),
+                        TEXT("try", lang, t=_fill(f"try.{key}", lang, f)),
+                        "<small>" + source_line(key, lang) + "</small>"))
+
+
+# ------------------------------------------------------------------------------------- step 2, live
+_HEAD_CACHE: dict = {}
+_HEAD_LOCK = threading.Lock()
+SHOWN_ROWS = 6  # the last positions of the prompt drawn
+
+
+def head_inputs(engine, prompt: str, rows: int = SHOWN_ROWS) -> dict:
+    """The draft head's inputs at the prompt's last `rows` positions, from one target forward over the prompt
+    (the chat template as the Decode tab applies it): the top feature f(t) at each, the token x(t) there and the
+    token one step ahead x(t+1) (for the last position: the target's own next token, greedy), and, with an
+    EAGLE-3 head, the hidden states entering the layers it reads. Read-only: no cache kept, nothing decoded."""
+    import torch
+
+    from eagle_core import DecodeSettings
+
+    target = engine.target
+    ids = engine.check(prompt, DecodeSettings(**{k: v for k, v in BY_KEY["head"].settings.items()}))
+    d3 = getattr(engine, "drafter3", None)
+    layers = tuple(d3.target_layers) if d3 is not None else ()
+    x = torch.tensor([ids], device=target.device)
+    if layers:
+        top, captured = target.forward_layers(x, layers)
+    else:
+        top, captured = target.forward_layers(x, (0,))[0], None
+    nxt = int(target.logits(top[:, -1:, :])[0, -1].argmax())
+    seq = list(ids) + [nxt]
+    lo = max(len(ids) - rows, 0)
+    dec = lambda i: target.tokenizer.decode([i])  # noqa: E731
+    h = top.shape[-1]
+    out = {"tokens": [dec(seq[t]) for t in range(lo, len(ids))], "next": [dec(seq[t + 1]) for t in range(lo, len(ids))],
+           "top": top[0, lo:].float().tolist(), "hidden": h, "layers": {}}
+    if captured is not None:
+        for j, layer in enumerate(layers):
+            out["layers"][layer] = captured[0, lo:, j * h:(j + 1) * h].float().tolist()
+    return out
+
+
+def live_head_inputs(timeout: float = 20.0) -> dict | None:
+    """Step 2's inputs from the page's loaded engine, computed once per engine on the engine thread (so it never
+    runs beside a decode); None when no engine with a head is loaded or the engine thread stays busy."""
+    from .engine_thread import ENGINE_THREAD
+    from .model import MODEL
+
+    engine = MODEL.engine
+    if engine is None or getattr(engine, "drafter", None) is None:
+        return None
+    key = (id(engine), BY_KEY["head"].prompt)
+    with _HEAD_LOCK:
+        if key in _HEAD_CACHE:
+            return _HEAD_CACHE[key]
     try:
-        with open(RECORDED, encoding="utf-8") as f:
-            m = json.load(f)
-        t = {int(n): float(ms) for n, ms in m["forward_ms"].items()}
-        near = min((n for n in t if n >= k), default=None)
-        return TEXT("ratio", lang, machine=md_text(m.get("hardware", m.get("device", ""))), date=m.get("date", ""),
-                    k=near, r=t[near] / t[1]) if near and 1 in t else ""
-    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
-        return ""
+        data = ENGINE_THREAD.submit(head_inputs, engine, BY_KEY["head"].prompt).result(timeout=timeout)
+    except Exception:  # a busy engine thread or a model without the layers: the sketch, never a traceback
+        return None
+    with _HEAD_LOCK:
+        _HEAD_CACHE[key] = data
+    return data
 
 
-def card(plan: list[dict], i: int, lang: str) -> str:
-    """The step's Markdown: its title, caption, question and where its trace comes from."""
-    if not plan:
-        return TEXT("missing", lang)
-    s = plan[i - 1]
-    eagle, _ = trace(s["file"])
+# ------------------------------------------------------------------------------------- figures
+def figure(key: str, lang: str, live: dict | None = None):
+    """The step's one figure (None when its trace is not recorded yet)."""
+    from viz.head_inputs import head_inputs_figure
+    from viz.hardware import forward_figure
+
+    step = BY_KEY[key]
+    if step.figure == "forward":
+        m, _ = _recorded()
+        return forward_figure(m, TREE["total_tokens"] + 1, lang)
+    if step.figure == "head_inputs":
+        return head_inputs_figure(live, lang)
+    if step.figure == "hardware":
+        from .hardware import recorded_views
+
+        return recorded_views(lang)[0]
+    if step.figure == "languages":
+        from viz.languages import language_figure, load_language_rows
+
+        return language_figure(load_language_rows(), lang)
+    s = recorded_steps().get(key)
+    if not s:
+        return None
+    eagle, _ = trace(step.file)
     c = eagle.cycles[s["cycle"] - 1]
-    f = facts(s["key"], c, lang, eagle.summary.settings.get("temperature", 0.0), load_meta().get("vocab"))
-    return "\n\n".join((TEXT("head", lang, i=i, n=len(plan), title=TEXT(f"title.{s['key']}", lang)),
-                        TEXT(f"cap.{s['key']}", lang, **f), TEXT("ask", lang, q=TEXT(f"q.{s['key']}", lang, **f)),
-                        "<small>" + TEXT("source", lang, prompt=md_text(s["prompt"]), k=s["cycle"], of=len(eagle.cycles),
-                                         rule=TEXT(f"rule.{s['key']}", lang)) + "</small>"))
-
-
-WIDE = ("hardware",)  # figures drawn under the tree, full width (the hardware figure's legend needs it)
-
-
-def side_figure(key: str, c, lang: str):
-    side = BY_KEY[key].side
-    if side == "mask":  # taller, every row and column labelled: step 2's question names a row
+    if step.figure == "mask":  # every row and column labelled: the step's question names a row
         fig = viz.mask_figure(c, lang)
         labels = list(fig.data[0].x)
         fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=labels)
         fig.update_yaxes(tickmode="array", tickvals=labels, ticktext=labels)
         return fig.update_layout(height=max(fig.layout.height or 0, 22 * len(labels) + 260))
-    if side == "probs":
+    if step.figure == "probs":
         return viz.probs_figure(c, lang)
-    if side == "hardware":
-        from .hardware import recorded_views
-
-        return recorded_views(lang)[0]
-    return None
+    return viz.tree_figure(c, lang=lang)
 
 
-def step_data(value, lang: str = "en") -> tuple:
-    """(step number, card, tree figure, side figure or None, wide figure or None, text HTML) of the step
-    `value` in `lang`: a step's second figure is beside the tree, or under it when it needs the width."""
-    plan = steps()
-    i = step_of(value, plan)
-    if not plan:
-        return i, TEXT("missing", lang), None, None, None, ""
-    s = plan[i - 1]
-    eagle, _ = trace(s["file"])
-    c = eagle.cycles[s["cycle"] - 1]
-    fig = side_figure(s["key"], c, lang)
-    wide = BY_KEY[s["key"]].side in WIDE
-    return (i, card(plan, i, lang), viz.tree_figure(c, lang=lang), None if wide else fig, fig if wide else None,
-            viz.colored_text_html(eagle.cycles, selected=c.step, lang=lang))
+def run_text(key: str, lang: str) -> str:
+    """The coloured text of the step's recorded run at its cycle ("" without one)."""
+    step = BY_KEY[key]
+    s = recorded_steps().get(key) if step.file else None
+    if not s:
+        return ""
+    eagle, _ = trace(step.file)
+    return viz.colored_text_html(eagle.cycles, selected=eagle.cycles[s["cycle"] - 1].step, lang=lang)
+
+
+def step_of(value) -> int:
+    """The 1-based step of a radio value (its step number), clamped to the lesson."""
+    try:
+        i = int(value)
+    except (TypeError, ValueError):
+        i = 1
+    return min(max(i, 1), len(STEPS))
+
+
+def step_data(value, lang: str = "en", live_model: bool = True) -> tuple:
+    """(step number, card, figure or None, text HTML) of the step `value` in `lang`. live_model: step 2 asks
+    the page's engine for the head's inputs (False: the sketch, as at build time)."""
+    i = step_of(value)
+    key = STEPS[i - 1].key
+    live = live_head_inputs() if key == "head" and live_model else None
+    return i, card(i, lang, live), figure(key, lang, live), run_text(key, lang)
 
 
 def step_views(value, lang: str = "en") -> tuple:
-    """The callbacks' (radio, card, tree, side figure, wide figure, text) of the step `value` in `lang`."""
+    """The callbacks' (radio, card, figure, text, open button) of the step `value` in `lang`."""
     lang = lang_of(lang)
-    i, md, tree, side, wide, text = step_data(value, lang)
-    return (gr.Radio(choices=choices(steps(), lang), value=i), md, tree, gr.Plot(value=side, visible=side is not None),
-            gr.Plot(value=wide, visible=wide is not None), text)
+    i, md, fig, text = step_data(value, lang)
+    key = STEPS[i - 1].key
+    can_open = bool(BY_KEY[key].file and recorded_steps().get(key))
+    return (gr.Radio(choices=choices(lang), value=i), md, gr.Plot(value=fig, visible=fig is not None),
+            gr.HTML(value=text, visible=bool(text)), gr.Button(value=TEXT("open", lang), visible=can_open))
 
 
-def choices(plan: list[dict], lang: str) -> list[tuple[str, int]]:
-    return [(f"{s['step']} · {TEXT('title.' + s['key'], lang)}", s["step"]) for s in plan]
+def choices(lang: str) -> list[tuple[str, int]]:
+    return [(f"{i} · {TEXT('title.' + s.key, lang)}", i) for i, s in enumerate(STEPS, start=1)]
 
 
 def shift(value, delta: int, lang: str = "en") -> tuple:
-    return step_views(step_of(value, steps()) + delta, lang)
+    return step_views(step_of(value) + delta, lang)
 
 
 def redraw(value, lang: str = "en") -> tuple:
     """The language switch: the step again in `lang`, and the tab's own labels."""
     lang = lang_of(lang)
     return (*step_views(value, lang), gr.Tab(label=TEXT("tab", lang)), gr.Button(value=TEXT("prev", lang)),
-            gr.Button(value=TEXT("next", lang)), gr.Button(value=TEXT("open", lang)), TEXT("intro", lang))
+            gr.Button(value=TEXT("next", lang)), gr.Button(value=TEXT("live", lang)), TEXT("intro", lang))
 
 
 def open_in_decode(value, lang: str = "en", request: gr.Request = None) -> tuple:
-    """The step's trace into the Decode tab's views, at the step's cycle (scrub, play and download work)."""
+    """The step's recorded run into the Decode tab's views, at the step's cycle (scrub, play and download work)."""
     from .traces import save_trace
     from .views import cycle_views, new_state, outputs, session_id, summary_views
 
     lang = lang_of(lang)
-    plan = steps()
-    if not plan:
+    i = step_of(value)
+    step = STEPS[i - 1]
+    s = recorded_steps().get(step.key) if step.file else None
+    if not s:
         return outputs()
-    i = step_of(value, plan)
-    s = plan[i - 1]
-    path = os.path.join(LESSON_DIR, s["file"])
-    eagle, vanilla = trace(s["file"])
-    title = TEXT("opened", lang, i=i, title=TEXT(f"title.{s['key']}", lang), k=s["cycle"], of=len(eagle.cycles))
+    path = os.path.join(LESSON_DIR, step.file)
+    eagle, vanilla = trace(step.file)
+    title = TEXT("opened", lang, i=i, title=TEXT(f"title.{step.key}", lang), k=s["cycle"], of=len(eagle.cycles))
     state = new_state(eagle, vanilla, title, source=path)
     views = {**cycle_views(state, s["cycle"], lang), **summary_views(state, lang)}
     return outputs(**views, state=state, status=title, download=save_trace(state, session_id(request)), examples=None)
+
+
+def live_settings(value) -> tuple:
+    """"Go live": (prompt, preset, compare, *each setting's value in settings.NAMES order) of step `value`:
+    its prompt and the lesson's settings over the page's defaults (a sampled step keeps its temperature)."""
+    from . import settings
+
+    step = STEPS[step_of(value) - 1]
+    values = {f.name: f.value for f in settings.FIELDS}
+    values.update({k: v for k, v in step.settings.items() if k in values})
+    return (step.prompt, PRESET, step.vanilla, *(values[n] for n in settings.NAMES))
 
 
 # ------------------------------------------------------------------------------------- the tab
@@ -308,37 +611,37 @@ TO_DECODE = "() => { const tab = document.querySelector('button[role=tab]'); if 
 
 def tab(c: dict, lang: str = "en") -> None:
     """The Lesson tab's widgets, into `c` by name (called inside layout.build's Blocks)."""
-    plan = steps()
     with gr.Tab(TEXT("tab", lang), elem_id="eg-lesson-tab") as c["lesson_tab"]:
         c["lesson_intro"] = gr.Markdown(TEXT("intro", lang))
         with gr.Row():
             c["lesson_prev"] = gr.Button(TEXT("prev", lang), size="sm", min_width=110, scale=0, elem_id="eg-lesson-prev")
-            c["lesson_step"] = gr.Radio(choices(plan, lang), value=1 if plan else None, show_label=False,
-                                        container=False, scale=6, elem_id="eg-lesson-steps")
+            c["lesson_step"] = gr.Radio(choices(lang), value=1, show_label=False, container=False, scale=6,
+                                        elem_id="eg-lesson-steps")
             c["lesson_next"] = gr.Button(TEXT("next", lang), size="sm", min_width=110, scale=0, elem_id="eg-lesson-next")
-        _, first, tree, side, wide, text = step_data(1, lang)
+        _, first, fig, text = step_data(1, lang, live_model=False)
         c["lesson_card"] = gr.Markdown(first, elem_id="eg-lesson-card", elem_classes="eg-learn")
+        c["lesson_figure"] = gr.Plot(fig, show_label=False, label="lesson figure", elem_id="eg-lesson-figure",
+                                     visible=fig is not None)
+        c["lesson_text"] = gr.HTML(text, elem_id="eg-lesson-text", visible=bool(text))
         with gr.Row():
-            c["lesson_tree"] = gr.Plot(tree, show_label=False, label="lesson tree", scale=3, min_width=380,
-                                       elem_id="eg-lesson-tree")
-            c["lesson_side"] = gr.Plot(side, show_label=False, label="lesson figure", scale=2, min_width=330,
-                                       elem_id="eg-lesson-side", visible=side is not None)
-        c["lesson_wide"] = gr.Plot(wide, show_label=False, label="lesson figure", elem_id="eg-lesson-wide",
-                                   visible=wide is not None)
-        c["lesson_text"] = gr.HTML(text, elem_id="eg-lesson-text")
-        c["lesson_open"] = gr.Button(TEXT("open", lang), size="sm", elem_id="eg-lesson-open")
+            c["lesson_open"] = gr.Button(TEXT("open", lang), size="sm", elem_id="eg-lesson-open", visible=False)
+            c["lesson_live"] = gr.Button(TEXT("live", lang), size="sm", variant="primary", elem_id="eg-lesson-live")
 
 
 def wire(page) -> None:
-    """The tab's events: a step picked, previous / next, the language switch, and opening the trace."""
+    """The tab's events: a step picked, previous / next, the language switch, opening the trace, going live."""
+    from . import settings
+
     c = page.c
-    views = [c["lesson_step"], c["lesson_card"], c["lesson_tree"], c["lesson_side"], c["lesson_wide"], c["lesson_text"]]
+    views = [c["lesson_step"], c["lesson_card"], c["lesson_figure"], c["lesson_text"], c["lesson_open"]]
     hidden = dict(api_visibility="private", show_progress="hidden")
     c["lesson_step"].input(step_views, [c["lesson_step"], c["lang"]], views, **hidden)
     c["lesson_prev"].click(lambda v, lang: shift(v, -1, lang), [c["lesson_step"], c["lang"]], views, **hidden)
     c["lesson_next"].click(lambda v, lang: shift(v, +1, lang), [c["lesson_step"], c["lang"]], views, **hidden)
     c["lang"].change(redraw, [c["lesson_step"], c["lang"]],
-                     views + [c["lesson_tab"], c["lesson_prev"], c["lesson_next"], c["lesson_open"], c["lesson_intro"]],
+                     views + [c["lesson_tab"], c["lesson_prev"], c["lesson_next"], c["lesson_live"], c["lesson_intro"]],
                      **hidden)
     c["lesson_open"].click(open_in_decode, [c["lesson_step"], c["lang"]], page.all, **hidden).then(
         None, js=TO_DECODE, **hidden)  # then show the Decode tab (the first tab)
+    live_out = [c["prompt"], c["preset"], c["compare"]] + [page.settings[n] for n in settings.NAMES]
+    c["lesson_live"].click(live_settings, [c["lesson_step"]], live_out, **hidden).then(None, js=TO_DECODE, **hidden)

@@ -430,7 +430,7 @@ def card(i: int, lang: str, live: dict | None = None) -> str:
 # ------------------------------------------------------------------------------------- step 2, live
 _HEAD_CACHE: dict = {}
 _HEAD_LOCK = threading.Lock()
-SHOWN_ROWS = 6  # the last positions of the prompt drawn
+SHOWN_ROWS = 6  # positions drawn: the prompt's last ones and the position the answer starts at
 
 
 def head_inputs(engine, prompt: str, rows: int = SHOWN_ROWS) -> dict:
@@ -453,14 +453,18 @@ def head_inputs(engine, prompt: str, rows: int = SHOWN_ROWS) -> dict:
         top, captured = target.forward_layers(x, (0,))[0], None
     nxt = int(target.logits(top[:, -1:, :])[0, -1].argmax())
     seq = list(ids) + [nxt]
-    lo = max(len(ids) - rows, 0)
+    # the prompt's own last tokens (before the chat template's closing markup) and the last position, where
+    # the first draft of the answer starts
+    ends = [i for i, t in enumerate(ids) if t in set(target.eos_ids)]
+    end = ends[-1] if ends else len(ids) - 1
+    pos = sorted(set(range(max(end - rows + 1, 0), end)) | {len(ids) - 1})
     dec = lambda i: target.tokenizer.decode([i])  # noqa: E731
     h = top.shape[-1]
-    out = {"tokens": [dec(seq[t]) for t in range(lo, len(ids))], "next": [dec(seq[t + 1]) for t in range(lo, len(ids))],
-           "top": top[0, lo:].float().tolist(), "hidden": h, "layers": {}}
+    out = {"tokens": [dec(seq[t]) for t in pos], "next": [dec(seq[t + 1]) for t in pos],
+           "top": top[0, pos].float().tolist(), "hidden": h, "layers": {}}
     if captured is not None:
         for j, layer in enumerate(layers):
-            out["layers"][layer] = captured[0, lo:, j * h:(j + 1) * h].float().tolist()
+            out["layers"][layer] = captured[0, pos, j * h:(j + 1) * h].float().tolist()
     return out
 
 

@@ -209,7 +209,7 @@ TEXT = Strings({
                      "{gpu_rows} 行花费 c = {gpu_c}，τ 却只到 {gpu_tau}。在 GPU 上几十行的一次前向与一行的代价相近，所以最佳的树"
                      "移到大的一端。"),
     "q.hardware": ("In the figure, where does this machine's curve peak, and where the GPU illustration's? Why?",
-                   "在图中，本机的曲线在哪里达到最高？GPU 示意的曲线呢？为什么？"),
+                   "在图中，本机的曲线和 GPU 示意的曲线各在哪里达到最高？为什么？"),
     "try.hardware": ("set **{control}** to `gpu`. Predict: the speedup falls toward the record's {gpu_speedup}×, "
                      "below the `{preset}` tree's {cpu_speedup}×. Then set it back: that is the live page.",
                      "把<b>{control}</b>改为 `gpu`。预测：加速比降向记录中的 {gpu_speedup}×，低于 `{preset}` 树的 {cpu_speedup}×。"

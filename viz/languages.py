@@ -61,10 +61,15 @@ def language_table(rows: list[dict], lang: str = "en") -> str:
         en, zh = by.get((*k, "English")), by.get((*k, "Chinese"))
         cell = lambda r: f"{r['tau']:.2f} ({r['prompts']})" if r else "–"
         ratio = f"{zh['tau'] / en['tau']:.2f}" if en and zh else "–"
-        depths = lambda r: " / ".join(f"{100 * r['by_depth'][d]:.0f}%" for d in sorted(r["by_depth"], key=int)[:2]) \
-            if r and r.get("by_depth") else "–"  # noqa: E731
         lines.append(f"| {k[0]} | {k[3]} | {k[1]} | {k[2]:g} | {cell(en)} | {cell(zh)} | {ratio} | {depths(en)} | {depths(zh)} |")
     return "\n".join(lines)
+
+
+def depths(r: dict | None) -> str:
+    """Acceptance at depths 1 and 2 of a row, as percentages ("–" without them)."""
+    if not r or not r.get("by_depth"):
+        return "–"
+    return " / ".join(f"{100 * r['by_depth'][d]:.0f}%" for d in sorted(r["by_depth"], key=int)[:2])
 
 
 def language_figure(rows: list[dict], lang: str = "en") -> go.Figure:

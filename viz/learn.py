@@ -47,12 +47,13 @@ uncertain ones get wide, shallow ones.
 **EAGLE-3** keeps EAGLE-2's tree but changes the head. It reads the target at three depths, low,
 middle and high (here the inputs of layers {e3_layers} of SmolLM2's {n_layers}), fused by one linear
 layer, instead of the top feature alone, and it drops the feature loss, training on tokens only.
+Verification still uses the target's full vocabulary, so the output stays the target's.
+
 The EAGLE-3 paper also trains with a *training-time test*: several draft steps unrolled during
 training, each fed the head's own previous output, as at draft time. It is not EAGLE-3's alone:
 the EAGLE-2 head shipped here was trained with it too (`docs/training.md`, the training-time test).
 The paper plots the acceptance rate at each draft step as more of the head's input is its own
-predictions: EAGLE's falls step by step, EAGLE-3's stays nearly flat. Verification still uses the
-target's full vocabulary, so the output stays the target's.
+predictions: EAGLE's falls step by step, EAGLE-3's stays nearly flat.
 
 **Here, with far less data than the paper's**, the shipped EAGLE-2 head keeps the lead over the
 EAGLE-3 head on every tree measured (README, "Current numbers"). Acceptance per depth, measured

@@ -321,7 +321,7 @@ def vocab_facts(lang: str) -> dict:
     if "size" in v:
         out.update(vocab=f"{v['size']:,}", whole=v.get("whole_chinese", "—"))
     if v.get("per_char"):
-        out.update(chars=v.get("chars", "—"), per_char=TEXT("list_sep", lang).strip("”“").join(
+        out.update(chars=f"{v['chars']:,}" if "chars" in v else "—", per_char=TEXT("list_sep", lang).strip("”“").join(
             TEXT("per_char", lang, n=n, k=k) for k, n in v["per_char"].items()))
     return out
 

@@ -67,6 +67,12 @@ TEXT = Strings({
                     "硬件面板的记录（{machine}，{date}，`{command}`）"),
     "source_live": ("Figures from: the loaded model, run on “{prompt}” when this step is shown; EAGLE-3's layers: "
                     "its head's config.json", "数据来源：显示这一步时，已加载的模型对“{prompt}”的运行；EAGLE-3 的层：其草稿头的 config.json"),
+    "rule.tree": ("the first cycle with a full tree", "第一个用满草稿树的轮次"),
+    "rule.mask": ("the first full tree that accepted two or more drafts", "第一个用满草稿树且接受了至少两个草稿的轮次"),
+    "rule.greedy": ("the longest accepted path", "接受路径最长的轮次"),
+    "rule.sampling": ("the first cycle that accepted a draft after a rejected sibling, its threshold visibly above its p",
+                      "第一个在兄弟节点被拒绝后接受草稿、且门槛明显高于其 p 的轮次"),
+    "rule.languages": ("the first cycle whose accepted path holds a byte token", "第一个接受路径中含有字节词元的轮次"),
     "per_char": ("{n} take {k} token(s)", "{n} 个占 {k} 个词元"),
 
     # 1 ------------------------------------------------------------------------------------------------
@@ -408,7 +414,7 @@ def source_line(key: str, lang: str) -> str:
             return TEXT("missing", lang)
         eagle, _ = trace(step.file)
         return TEXT("source", lang, prompt=md_text(step.prompt), k=s["cycle"], of=len(eagle.cycles),
-                    rule=md_text(step.rule_text))
+                    rule=TEXT(f"rule.{key}", lang))
     if key == "head":
         return TEXT("source_live", lang, prompt=md_text(step.prompt))
     m, _ = _recorded()

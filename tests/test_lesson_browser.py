@@ -35,6 +35,8 @@ def walk(page, lang: str) -> None:
         if lesson.figure(s.key, lang) is not None:
             expect(page.locator("#eg-lesson-figure .js-plotly-plot")).to_be_visible(timeout=30_000)
         assert "**" not in card.inner_text() and "<b>" not in card.inner_text(), card.inner_text()
+        page.wait_for_timeout(500)
+        page.screenshot(path=os.path.join(SHOTS, f"app-lesson-{lang}-{i}.png"), full_page=True)  # each step, to look at
         assert card.is_visible() and page.get_by_text("Error", exact=True).count() == 0
 
 
@@ -60,6 +62,7 @@ def test_the_lesson_runs_in_both_languages_and_ends_live(page_url, browser):  # 
     # the last step ends on the live Decode tab, with the step's prompt and the lesson's tree
     page.locator("#eg-lesson-live").click()
     expect(page.locator("#eg-prompt textarea")).to_have_value(STEPS[-1].prompt, timeout=30_000)
+    page.get_by_text("树的设置").first.click()  # the tree settings' accordion
     expect(page.locator("#eg-set-total input[type=number]")).to_have_value(str(TREE["total_tokens"]))
     expect(page.locator("#eg-set-depth input[type=number]")).to_have_value(str(TREE["depth"]))
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import viz
-from eagle_app import lesson, settings
+from eagle_app import lesson, lesson_cards as cards, settings
 from eagle_app.lesson_plan import (BY_KEY, LESSON_DIR, PRESET, RECORDED, STEPS, TREE, VISIBLE, chinese_tokens,
                                    is_byte_token, load_manifest, load_meta)
 from eagle_core import PRESETS, DecodeSettings, Engine
@@ -70,7 +70,7 @@ def test_cards_are_short_and_ask_one_question_and_one_try(lang):
         else:
             assert len(caption) <= 300, (s.key, len(caption))  # ~120 English words
             assert 1 <= question.count("？") <= 2 and "问全班" in question and "预测" in try_it
-        assert lesson._control(s.control, lang) in try_it, s.key  # the control, as the Decode tab labels it
+        assert cards._control(s.control, lang) in try_it, s.key  # the control, as the Decode tab labels it
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -89,10 +89,10 @@ def test_step_one_reads_the_recording():
     from eagle_core.machine import load_recorded
 
     m = load_recorded()
-    f = lesson.cost_facts("en")
+    f = cards.cost_facts("en")
     rows = TREE["total_tokens"] + 1
     assert f["rows"] == rows and f["t1"] == f"{m['forward_ms'][1]:.1f}"
-    assert f["r"] == f"{lesson._t(m['forward_ms'], rows) / m['forward_ms'][1]:.2f}"
+    assert f["r"] == f"{cards._t(m['forward_ms'], rows) / m['forward_ms'][1]:.2f}"
     assert f["mb"] == f"{m['weights']['target'] * 4 / 1e6:,.0f}"  # float32 weights, read once a pass
     md = lesson.card(1, "en")
     assert f"t(1) = {f['t1']} ms" in md and f"{f['r']}×" in md
@@ -127,7 +127,7 @@ def test_step_two_draws_the_heads_real_inputs():
     target = tiny_target()
     engine = Engine(target, tiny_head(target))
     prompt = "abcdefghij"
-    data = lesson.head_inputs(engine, prompt, rows=4)
+    data = cards.head_inputs(engine, prompt, rows=4)
     ids = engine.check(prompt, DecodeSettings(**BY_KEY["head"].settings))
     with torch.no_grad():
         feats = target.body(input_ids=torch.tensor([ids])).last_hidden_state[0]
@@ -203,7 +203,7 @@ def test_step_five_greedy_acceptance_and_per_depth():
     assert c.accepted_drafts == max(x.accepted_drafts for x in eagle.cycles) >= 2
     assert c.committed_ids[-1] == c.bonus_token_id
     assert vanilla is not None and vanilla.summary.token_ids == eagle.summary.token_ids
-    line = lesson.per_depth(eagle.cycles, "en")
+    line = cards.per_depth(eagle.cycles, "en")
     first = [x for x in eagle.cycles if x.n_draft]
     assert line.startswith(f"depth 1: {sum(len(x.accepted) > 1 for x in first)} of {len(first)}")
 
@@ -275,7 +275,7 @@ def test_step_two_on_the_default_model_reads_eagle3s_layers():
     from tests.app_fixtures import default_engine
 
     engine = default_engine()
-    data = lesson.head_inputs(engine, BY_KEY["head"].prompt)
+    data = cards.head_inputs(engine, BY_KEY["head"].prompt)
     assert list(data["layers"]) == list(engine.drafter3.target_layers)
     assert data["next"][:-2] == data["tokens"][1:-1]  # the prompt's own tokens, each beside the one after it
     assert len(data["top"][0]) == data["hidden"] == engine.target.hidden_size

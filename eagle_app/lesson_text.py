@@ -23,9 +23,9 @@ TEXT = Strings({
     "source": ("Trace: “{prompt}” · cycle {k} of {of} · chosen as: {rule}",
                "轨迹：“{prompt}” · 第 {k} 轮（共 {of} 轮）· 选取规则：{rule}"),
     "source_record": ("Figures from: {what}", "数据来源：{what}"),
-    "missing": ("This step's run is not recorded yet: the lead re-records the lesson's traces "
+    "missing": ("This step's run is not recorded yet for the lesson's settings: record the lesson's traces again "
                 "(`docs/app.md`, *The lesson*). The caption's numbers appear once it is.",
-                "这一步的运行还没有记录：需要重新录制课堂轨迹（见 `docs/app.md` 的 *The lesson*）。录制后说明中的数字才会出现。"),
+                "这一步在课堂的设置下还没有运行记录：请重新录制课堂轨迹（见 `docs/app.md` 的 *The lesson*）。录制后说明中的数字才会出现。"),
     "opened": ("Lesson step {i}: {title} · cycle {k} of {of}", "课堂第 {i} 步：{title} · 第 {k} 轮（共 {of} 轮）"),
     "went_live": ("Lesson step {i}: the live Decode tab with the lesson's settings. Press Generate.",
                   "课堂第 {i} 步：实时的“解码”页，已带上课堂的设置。请点击“生成”。"),

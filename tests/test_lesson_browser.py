@@ -1,6 +1,8 @@
-"""The lesson in a real browser (issue 45, item 4): every step, in English and in Chinese, shows its trace's
-tree, its caption and its question; "open in the Decode tab" lands on the step's cycle. Reuses the
-Chromium harness of tests/test_browser.py; saves app-lesson*.png beside the other screenshots (SHOTS: a temporary folder unless EAGLE_SCREENSHOTS names one)."""
+"""The lesson in a real browser (issue 52, item 1): every step, in English and in Chinese, shows its card (caption,
+question, try-it) and its one figure; the last step goes live: the Decode tab with the step's prompt and the
+lesson's settings; "open in the Decode tab" lands on a recorded step's cycle. Reuses the Chromium harness of
+tests/test_browser.py; saves app-lesson*.png beside the other screenshots (SHOTS: a temporary folder unless
+EAGLE_SCREENSHOTS names one)."""
 from __future__ import annotations
 
 import os
@@ -8,7 +10,7 @@ import os
 import pytest
 
 from eagle_app import lesson
-from eagle_app.lesson_plan import load_manifest
+from eagle_app.lesson_plan import STEPS, TREE
 from tests.app_fixtures import CHROMIUM
 from tests.test_browser import SHOTS, browser, open_page, page_url  # noqa: F401  (fixtures)
 
@@ -16,56 +18,62 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM
 
 
 def walk(page, lang: str) -> None:
-    """Every step by its Next button: the card names the step, shows its caption's start and its question,
-    and the tree figure is drawn with the step's nodes."""
+    """Every step by its Next button: the card names the step and shows its question and try-it, and the step's
+    figure is drawn when it has one."""
     from playwright.sync_api import expect
 
-    plan = load_manifest()
     card = page.locator("#eg-lesson-card")
-    for i, s in enumerate(plan, start=1):
+    for i, s in enumerate(STEPS, start=1):
         if i > 1:
             page.locator("#eg-lesson-next").click()
-        title = lesson.TEXT(f"title.{s['key']}", lang)
-        expect(card).to_contain_text(lesson.TEXT("head", lang, i=i, n=len(plan), title=title).lstrip("# "),
+        title = lesson.TEXT(f"title.{s.key}", lang)
+        expect(card).to_contain_text(lesson.TEXT("head", lang, i=i, n=len(STEPS), title=title).lstrip("# "),
                                      timeout=30_000)
-        question = lesson.TEXT("ask", lang, q="").replace("*", "").strip()
-        expect(card).to_contain_text(question)
-        expect(card).to_contain_text(lesson.TEXT(f"cap.{s['key']}", lang).split("{")[0][:20])
-        expect(page.locator("#eg-lesson-tree .js-plotly-plot")).to_be_visible()
-        assert page.locator("#eg-lesson-tree .js-plotly-plot .scatterlayer .trace").count() >= 1
-        side = lesson.BY_KEY[s["key"]].side
-        if side != "text":
-            where = "#eg-lesson-wide" if side in lesson.WIDE else "#eg-lesson-side"
-            expect(page.locator(f"{where} .js-plotly-plot")).to_be_visible()
-        assert "**" not in card.inner_text(), card.inner_text()  # emphasis renders, in Chinese too
+        for key in ("ask", "try"):
+            expect(card).to_contain_text(lesson.TEXT(key, lang, q="", t="").replace("*", "").replace("<b>", "")
+                                         .replace("</b>", "").strip().rstrip(":："))
+        if lesson.figure(s.key, lang) is not None:
+            expect(page.locator("#eg-lesson-figure .js-plotly-plot")).to_be_visible(timeout=30_000)
+        assert "**" not in card.inner_text() and "<b>" not in card.inner_text(), card.inner_text()
+        page.wait_for_timeout(500)
+        page.screenshot(path=os.path.join(SHOTS, f"app-lesson-{lang}-{i}.png"), full_page=True)  # each step, to look at
         assert card.is_visible() and page.get_by_text("Error", exact=True).count() == 0
 
 
-def test_the_lesson_runs_in_both_languages(page_url, browser):  # noqa: F811
+def test_the_lesson_runs_in_both_languages_and_ends_live(page_url, browser):  # noqa: F811
     from playwright.sync_api import expect
 
     page = open_page(browser, page_url)
     page.get_by_role("tab", name=lesson.TEXT("tab", "en")).click()
-    assert page.get_by_label("1 · The draft tree").count() == 1  # one step list, not a second one drawn at build
+    first = f"1 · {lesson.TEXT('title.cost', 'en')}"
+    assert page.get_by_label(first).count() == 1  # one step list, not a second one drawn at build
     walk(page, "en")
-    page.locator("#eg-lesson-steps").get_by_text("4 · A rejection").click()
-    expect(page.locator("#eg-lesson-card")).to_contain_text("Step 4 of 7", timeout=30_000)
     page.wait_for_timeout(1000)
     page.screenshot(path=os.path.join(SHOTS, "app-lesson.png"), full_page=True)
 
     page.locator("#eg-lang").get_by_text("中文").click()
     expect(page.get_by_role("tab", name="课堂")).to_be_visible(timeout=30_000)
-    expect(page.locator("#eg-lesson-card")).to_contain_text("第 4 步", timeout=30_000)
-    page.locator("#eg-lesson-steps").get_by_text("1 · 草稿树").click()
+    expect(page.locator("#eg-lesson-card")).to_contain_text(f"第 {len(STEPS)} 步", timeout=30_000)
+    page.locator("#eg-lesson-steps").get_by_text(f"1 · {lesson.TEXT('title.cost', 'zh')}").click()
     walk(page, "zh")
     page.wait_for_timeout(1000)
     page.screenshot(path=os.path.join(SHOTS, "app-lesson-zh.png"), full_page=True)
 
-    # the step's trace in the Decode tab, at the step's cycle
-    plan = load_manifest()
-    page.locator("#eg-lesson-open").click()
-    expect(page.locator("#eg-status")).to_contain_text("课堂第 7 步", timeout=30_000)
-    expect(page.locator("#eg-caption")).to_be_visible(timeout=30_000)  # the page went to the Decode tab itself
-    expect(page.locator("#eg-caption")).to_contain_text(f"{plan[-1]['cycle']}", timeout=30_000)
-    expect(page.locator("#eg-tree .js-plotly-plot")).to_be_visible()
+    # the last step ends on the live Decode tab, with the step's prompt and the lesson's tree
+    page.locator("#eg-lesson-live").click()
+    expect(page.locator("#eg-prompt textarea")).to_have_value(STEPS[-1].prompt, timeout=30_000)
+    page.get_by_text("树的设置").first.click()  # the tree settings' accordion
+    expect(page.locator("#eg-set-total input[type=number]")).to_have_value(str(TREE["total_tokens"]))
+    expect(page.locator("#eg-set-depth input[type=number]")).to_have_value(str(TREE["depth"]))
+
+    recorded = [i for i, s in enumerate(STEPS, start=1) if s.file and s.key in lesson.recorded_steps()]
+    if recorded:  # a recorded step's run in the Decode tab, at the step's cycle
+        i = recorded[-1]
+        page.get_by_role("tab", name="课堂").click()
+        page.locator("#eg-lesson-steps").get_by_text(f"{i} · {lesson.TEXT('title.' + STEPS[i - 1].key, 'zh')}").click()
+        page.locator("#eg-lesson-open").click()
+        expect(page.locator("#eg-status")).to_contain_text(f"课堂第 {i} 步", timeout=30_000)
+        expect(page.locator("#eg-caption")).to_be_visible(timeout=30_000)
+        cycle = lesson.recorded_steps()[STEPS[i - 1].key]["cycle"]
+        expect(page.locator("#eg-caption")).to_contain_text(f"{cycle}", timeout=30_000)
     page.close()

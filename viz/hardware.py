@@ -72,23 +72,33 @@ TEXT = Strings({
                  "{share:.3f} t(1)：草稿头的一层、fc 和草稿 LM head 共 {head:.1f} M 个权重，目标模型共 {target:.1f} M"
                  "（它 {layers} 层中的一层是 {layer:.3f}）。所以 c = 1 + 深度 × {share:.3f}。"),
     "why": ("**Why the best tree here is small, and on a GPU large.** A cycle costs c vanilla steps: one verification "
-            "of the whole tree plus the drafting steps. The speedup is τ / c. On this CPU the target's forward is "
-            "limited by arithmetic as soon as it gets a few tokens, so t(k) grows with k: a 60-token tree costs "
-            "several vanilla steps, while τ grows only slowly with the tree (each extra node is less likely to be "
-            "accepted). So c outgrows τ, and a small tree wins. A data-centre GPU at batch size 1 is limited by "
-            "reading the weights, not by arithmetic: 64 tokens cost about as much as one, and a drafting step costs "
-            "what reading the small head's weights costs, a few percent of a target step. So c stays near 1 plus a "
-            "little per level of depth, and every extra accepted token is profit. That is why EAGLE's published "
-            "trees are large (60 nodes) and the CPU preset here is small. The dashed curve is that reasoning put "
+            "of the whole tree plus the drafting steps. The speedup is τ / c. On this CPU a pass over a few tokens costs "
+            "about one (the table's t(k)/t(1) for small k): every pass streams all the weights from memory once. Past "
+            "that, the arithmetic of the extra rows takes over and t(k) grows with k (read the table's larger k), so a "
+            "tree of dozens of tokens costs several vanilla steps, while τ grows only slowly with the tree (each extra "
+            "node is less likely to be accepted). So c outgrows τ, and a small tree wins. A data-centre GPU at batch "
+            "size 1 stays limited by reading the weights much longer: a few dozen tokens cost about as much as one, and "
+            "a drafting step costs what reading the small head's weights costs, a few percent of a target step. So c "
+            "stays near 1 plus a little per level of depth, and every extra accepted token is profit. That is why "
+            "EAGLE's published trees are large and the CPU preset here is small. The dashed curve is that reasoning put "
             "into numbers (an illustration, not a GPU measurement; per-step kernel-launch overheads are left out); "
             "the published point is another, larger model.",
             "<b>为什么本机最佳的树很小，而 GPU 上很大。</b> 每一轮花费 c 个普通解码步：一次验证整棵树，加上起草的各步。"
-            "加速比等于 τ / c。在这台 CPU 上，目标模型的前向只要多几个词元就受限于算力，因此 t(k) 随 k 增长："
-            "60 个词元的树要花好几个普通步，而 τ 随树增大只缓慢增长（越往后的节点越不容易被接受）。于是 c 比 τ 涨得快，"
-            "小树胜出。数据中心 GPU 在批大小为 1 时受限于读取权重，而不是算力：64 个词元和 1 个词元的代价差不多，"
+            "加速比等于 τ / c。在这台 CPU 上，对少数几个词元的一次前向，代价与一个词元差不多（见表中较小 k 的 t(k)/t(1)）："
+            "每次前向都要把全部权重从内存中读一遍。再往上，多出来的行的算术运算成为主导，t(k) 随 k 增长（见表中较大的 k），"
+            "所以几十个词元的树要花好几个普通步，而 τ 随树增大只缓慢增长（越往后的节点越不容易被接受）。于是 c 比 τ 涨得快，"
+            "小树胜出。数据中心 GPU 在批大小为 1 时，受限于读取权重的范围要大得多：几十个词元和 1 个词元的代价差不多，"
             "起草一步的代价也只是读取小小草稿头权重的代价，只占目标模型一步的百分之几。所以 c 始终接近 1，每加深一层只多一点，"
-            "多接受的每个词元都是收益。所以 EAGLE 发表的树很大（60 个节点），而这里的 CPU 预设很小。"
+            "多接受的每个词元都是收益。所以 EAGLE 发表的树很大，而这里的 CPU 预设很小。"
             "虚线就是把这个推理变成数字（示意，不是 GPU 实测；每步的内核启动等开销未计入）；已发表的点来自另一个更大的模型。"),
+    # the lesson's step 1: the forward's cost against the tokens it reads (forward_figure)
+    "fwd_title": ("One pass over k tokens: measured time t(k)", "对 k 个词元的一次前向：实测耗时 t(k)"),
+    "fwd_x": ("k: tokens the target reads in one pass", "k：目标模型一次前向读取的词元数"),
+    "fwd_y": ("time of one pass (ms)", "一次前向的耗时（毫秒）"),
+    "fwd_measured": ("measured: {machine}, {date}", "实测：{machine}，{date}"),
+    "fwd_naive": ("if each token cost a pass: k × t(1)", "若每个词元都要一次前向：k × t(1)"),
+    "fwd_tree": ("the page's tree: {k} rows", "页面默认的树：{k} 行"),
+    "fwd_hover": ("k = %{x}<br>%{y:.1f} ms<extra></extra>", "k = %{x}<br>%{y:.1f} 毫秒<extra></extra>"),
 })
 
 
@@ -155,3 +165,29 @@ def hardware_markdown(measured: dict, result: dict, table: dict, lang: str = "en
               T["gpu_note"].format(share=result["gpu_share"], head=w["head_step"] / 1e6, target=w["target"] / 1e6,
                                    layers=w["layers"], layer=1 / w["layers"])]
     return "\n".join(lines)
+
+
+def forward_figure(measured: dict | None, rows: int, lang: str = "en", kmax: int = 32) -> go.Figure:
+    """The recorded t(k) for k up to `kmax` against k x t(1) (what k separate passes would cost), the page's
+    tree's `rows` marked. measured: eagle_core.machine.load_recorded(); None gives a blank figure."""
+    T = TEXT.table(lang)
+    if not measured:
+        return empty_figure(T["none_yet"].replace("**", ""), height=420)
+    fwd = {int(k): v for k, v in measured["forward_ms"].items() if int(k) <= kmax}
+    ks = sorted(fwd)
+    t1 = fwd[1]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=ks, y=[k * t1 for k in ks], name=T["fwd_naive"], mode="lines",
+                             line=dict(color=GREY, width=2, dash="dot"), hovertemplate=T["fwd_hover"]))
+    name = T["fwd_measured"].format(machine=measured.get("hardware", measured.get("device", "")),
+                                    date=measured.get("date", ""))
+    fig.add_trace(go.Scatter(x=ks, y=[fwd[k] for k in ks], name=name, mode="lines+markers",
+                             line=dict(color=BLUE, width=3), marker=dict(size=8), hovertemplate=T["fwd_hover"]))
+    if rows in fwd:
+        fig.add_trace(go.Scatter(x=[rows], y=[fwd[rows]], name=T["fwd_tree"].format(k=rows), mode="markers",
+                                 marker=dict(symbol="star", size=20, color=ORANGE, line=dict(color=INK, width=1.5)),
+                                 hovertemplate=T["fwd_hover"]))
+    base_layout(fig, T["fwd_title"], height=460)
+    fig.update_xaxes(title=T["fwd_x"], gridcolor="#eee")
+    fig.update_yaxes(title=T["fwd_y"], gridcolor="#eee", rangemode="tozero", range=[0, max(fwd.values()) * 2.2])
+    return fig

@@ -37,7 +37,7 @@ def language_rows(results: list[dict]) -> list[dict]:
             o = run["overall"]
             rows.append({"method": method, "tree": tuple(run["tree"]), "temperature": run["temperature"],
                          "benchmark": bench, "language": lang, "prompts": o["prompts"], "tau": o["tau"],
-                         "tokens_per_s": o["tokens_per_s"]})
+                         "tokens_per_s": o["tokens_per_s"], "by_depth": o.get("acceptance_by_depth") or {}})
     return rows
 
 
@@ -49,18 +49,27 @@ def load_language_rows(path: str = PER_LANGUAGE_FILE) -> list[dict]:
 
 
 def language_table(rows: list[dict], lang: str = "en") -> str:
-    """Markdown: tau in English and Chinese side by side, and their ratio."""
+    """Markdown: tau in English and Chinese side by side, their ratio, and acceptance per depth itself (of the
+    cycles whose accepted path reached depth d - 1, the share that accepted a draft at depth d): tau sums the
+    depths up, the per-depth rates show where the guesses stop being accepted."""
     if not rows:
         return ""
     by = {(r["method"], r["tree"], r["temperature"], r["benchmark"], r["language"]): r for r in rows}
     keys = sorted({k[:4] for k in by}, key=lambda k: (k[0], k[3], k[1], k[2]))
-    lines = [T("lang.header", lang), "|---|---|---|---|---|---|---|"]
+    lines = [T("lang.header", lang), "|---|---|---|---|---|---|---|---|---|"]
     for k in keys:
         en, zh = by.get((*k, "English")), by.get((*k, "Chinese"))
         cell = lambda r: f"{r['tau']:.2f} ({r['prompts']})" if r else "–"
         ratio = f"{zh['tau'] / en['tau']:.2f}" if en and zh else "–"
-        lines.append(f"| {k[0]} | {k[3]} | {k[1]} | {k[2]:g} | {cell(en)} | {cell(zh)} | {ratio} |")
+        lines.append(f"| {k[0]} | {k[3]} | {k[1]} | {k[2]:g} | {cell(en)} | {cell(zh)} | {ratio} | {depths(en)} | {depths(zh)} |")
     return "\n".join(lines)
+
+
+def depths(r: dict | None) -> str:
+    """Acceptance at depths 1 and 2 of a row, as percentages ("–" without them)."""
+    if not r or not r.get("by_depth"):
+        return "–"
+    return " / ".join(f"{100 * r['by_depth'][d]:.0f}%" for d in sorted(r["by_depth"], key=int)[:2])
 
 
 def language_figure(rows: list[dict], lang: str = "en") -> go.Figure:

@@ -26,8 +26,8 @@ but a token outside them can never be drafted, only produced as the bonus token.
 an LM head of its own over a small draft vocabulary.
 
 **Why one layer?** The drafter runs several times per cycle, so it must cost far less than the
-target. Here a second layer raised the head's accuracy by half a point, left τ unchanged and
-doubled the drafting time (`docs/training.md`).
+target. Here a second layer barely raised the head's accuracy, left τ unchanged and made drafting
+much slower (`docs/training.md` has the measurement).
 
 **The one-token shift.** The head's input at step *t* is the feature `f_t` *together with the
 embedding of the token actually sampled next*, `x_{t+1}`. Features are smooth and easy to
@@ -39,22 +39,27 @@ cannot know it.
 TREE = """
 ### Trees, and tree attention
 Instead of one guess per position, EAGLE drafts a **tree** of alternatives. **EAGLE-1** uses a
-fixed tree shape (25 nodes). **EAGLE-2** grows the tree from the head's confidence: at each of
+fixed, hand-chosen tree shape. **EAGLE-2** grows the tree from the head's confidence: at each of
 `depth` steps it expands the `top_k` most likely paths (score = sum of log q along the path),
 then keeps the best `total tokens` nodes overall. Confident contexts get deep, narrow trees;
 uncertain ones get wide, shallow ones.
 
-**EAGLE-3** keeps EAGLE-2's tree but changes the head. It reads the target at three depths (the
-inputs of layers 2, 15 and 27 of SmolLM2's 30), fused by one linear layer, instead of the top
-feature alone. It drops the feature loss and trains on tokens with a *training-time test*: several
-draft steps unrolled during training, each fed the head's own previous output, as at draft time.
-Its acceptance then stays nearly flat with depth (the EAGLE-3 paper, Vicuna-13B, MT-bench,
-temperature 0: τ 6.65 against 4.83 for EAGLE-2). Verification still uses the target's full
-vocabulary, so the output stays the target's.
+**EAGLE-3** keeps EAGLE-2's tree but changes the head. It reads the target at three depths, low,
+middle and high (here the inputs of layers {e3_layers} of SmolLM2's {n_layers}), fused by one linear
+layer, instead of the top feature alone, and it drops the feature loss, training on tokens only.
+Verification still uses the target's full vocabulary, so the output stays the target's.
 
-**Here, with far less data than the paper's**, EAGLE-2 keeps the lead: the shipped EAGLE-3 head
-reaches τ 1.68 against 1.86 for the EAGLE-2 head (all 80 MT-bench questions, greedy, the `cpu`
-tree; README, "Current numbers"). How both were trained: `docs/training.md`.
+The EAGLE-3 paper also trains with a *training-time test*: several draft steps unrolled during
+training, each fed the head's own previous output, as at draft time. It is not EAGLE-3's alone:
+the EAGLE-2 head shipped here was trained with it too (`docs/training.md`, the training-time test).
+The paper plots the acceptance rate at each draft step as more of the head's input is its own
+predictions: EAGLE's falls step by step, EAGLE-3's stays nearly flat.
+
+**Here, with far less data than the paper's**, the shipped EAGLE-2 head keeps the lead over the
+EAGLE-3 head on every tree measured (README, "Current numbers"). Acceptance per depth, measured
+with the EAGLE-2 head (tree {acc_tree}, MT-bench in English, `assets/learn/per_language.json`):
+{acc_d1} of the cycles accept a draft at depth 1, and of those, {acc_d2} accept one at depth 2 too.
+How both heads were trained: `docs/training.md`.
 
 The whole tree goes through the target in a single forward pass. The **tree-attention mask**
 (the small heatmap) lets each node see the committed text plus its own ancestors only, so
@@ -97,7 +102,9 @@ OTHERS = """
 - **EAGLE** uses the target's own features plus the sampled token, so its drafts are both
   cheap and context-aware. Published, Vicuna-13B on MT-bench at temperature 0 on GPUs: EAGLE-1
   τ 3.98 (about 3×), EAGLE-2 τ 4.83 (about 4×), EAGLE-3 τ 6.65 (about 5.6×), each from its own
-  paper; on Spec-Bench (Vicuna-7B, A100, greedy) EAGLE-2 gives 2.36× at τ 4.34.
+  paper. Spec-Bench's leaderboard (github.com/hemingkx/Spec-Bench, `Leaderboard.md` as updated on
+  2025-04-22; Vicuna-7B-v1.3, greedy, FP16, batch size 1) lists EAGLE-2 at 2.36× with 4.34 mean
+  accepted tokens on one A100 80GB, and at 2.19× with 4.35 on one RTX 3090.
 - **Why ranking by q works** (EAGLE-2's finding): the head's confidence predicts how likely the
   target is to accept a draft, so the tree can grow where acceptance is likely. That is also why
   EAGLE-2 needs no new training: it reuses EAGLE-1's head and changes only how the tree is built.
@@ -110,11 +117,12 @@ OTHERS = """
 LANGUAGES = """
 ### English and Chinese: the same questions, different acceptance
 The same benchmarks asked in English and in Chinese (table and figure, measured here with the
-shipped head, 16 prompts a set; `docs/training.md` has the commands). The EAGLE papers do not
+shipped head, {lang_prompts} prompts a set; `docs/training.md` has the commands). The EAGLE papers do not
 measure Chinese, and the official EAGLE README notes that non-English data was removed from one
-head's training set. SmolLM2 is trained mostly on English, and its byte-level vocabulary splits
-most Chinese characters into two or three tokens, some of them single bytes that only make sense
-together (the tree shows them as ‹E4 BD›).
+head's training set. SmolLM2 is trained mostly on English, and it writes poor Chinese. Its
+tokenizer is a byte-level BPE: a Chinese character is three UTF-8 bytes, and a token holds one, two
+or three of them, so a character costs one to three tokens (the Lesson's languages step counts
+them), some of them single bytes that only make sense together (the tree shows them as ‹E4 BD›).
 
 In the tree a token that holds part of a character is labelled with the character it builds and
 its share of the bytes (‹饭 1/3›: the first of 饭's three bytes); the node that completes it shows
@@ -125,7 +133,7 @@ of its bytes ends the accepted path.
 Measured: on MGSM's grade-school maths τ is {mgsm_en} in English and {mgsm_zh} in Chinese. On
 MT-bench's open-ended questions Chinese has the higher τ ({mt_zh} against {mt_en}), most in
 humanities ({huma_zh} against {huma_en}) and STEM ({stem_zh} against {stem_en}). Why has not been
-measured, and 2 prompts a category is a first look, not a ranking. Verification stays lossless in
+measured, and {lang_per_cat} prompts a category is a first look, not a ranking. Verification stays lossless in
 any language: a poorer guess costs speed, never correctness.
 """
 
@@ -162,6 +170,44 @@ def learn_blocks(lang: str = "en") -> dict[str, str]:
 
     from .figures import fill
 
+    from .figures import figures
+
     src = learn_zh if lang == "zh" else globals()
     get = (lambda name: getattr(src, name)) if lang == "zh" else src.get
-    return {"text": fill("\n".join(get(name) for name in BLOCKS)), "glossary": fill(get("GLOSSARY"))}
+    values = {**figures(), **learn_figures(lang)}
+    return {"text": fill("\n".join(get(name) for name in BLOCKS), values), "glossary": fill(get("GLOSSARY"), values)}
+
+
+def learn_figures(lang: str = "en") -> dict[str, str]:
+    """The Learn text's own fields beyond viz/figures.py's: EAGLE-3's layers (its head's config.json), the
+    target's layer count (the hardware recording), and acceptance per depth and prompt counts from the
+    per-language record. A missing file leaves its fields out ("—")."""
+    import json
+    import os
+
+    from .figures import ROOT
+    from .languages import PER_LANGUAGE_FILE
+
+    out: dict[str, str] = {}
+    try:
+        with open(os.path.join(ROOT, "assets", "head3-smollm2-135m", "config.json"), encoding="utf-8") as f:
+            out["e3_layers"] = ("、" if lang == "zh" else ", ").join(str(i) for i in json.load(f)["eagle_explainer"]["layers"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        from eagle_core.machine import load_recorded
+
+        out["n_layers"] = str(load_recorded()["weights"]["layers"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        with open(PER_LANGUAGE_FILE, encoding="utf-8") as f:
+            runs = {r["prompts"]: r for r in json.load(f)[0]["runs"]}
+        en = runs["mt_bench_question.jsonl"]
+        acc = en["overall"]["acceptance_by_depth"]
+        out.update(acc_tree=",".join(str(x) for x in en["tree"]), acc_d1=f"{100 * acc['1']:.0f}%",
+                   acc_d2=f"{100 * acc['2']:.0f}%", lang_prompts=str(en["overall"]["prompts"]),
+                   lang_per_cat=str(next(iter(en["by_category"].values()))["prompts"]))
+    except (OSError, ValueError, KeyError, TypeError, IndexError, StopIteration):
+        pass
+    return out

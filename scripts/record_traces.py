@@ -18,9 +18,9 @@ What it does:
 
 What it refuses (it stops with a message and writes nothing more):
 - a busy machine: its load (os.getloadavg() per core) at start over --max-load, other processes using
-  over MAX_OTHERS of the CPUs while it waits, or a calibration pass (the target's one-row forward, timed)
-  over MAX_SLOWDOWN x this CPU's own t(1) (the hardware record's, if it names this CPU model; else the
-  time to read the model's weights at T1_BYTES_PER_S). Checked at start and again before every file.
+  over quiet.MAX_OTHERS of the CPUs while it waits, or a calibration pass (the target's one-row forward, timed)
+  over quiet.MAX_SLOWDOWN x this CPU's own t(1) (the hardware record's, if it names this CPU model; else the
+  time to read the model's weights at quiet.T1_BYTES_PER_S; eagle_core/machine/quiet.py). Checked at start and again before every file.
   --allow-busy (development only) records anyway and stamps the files busy: the tests reject them;
 - a trace unfit to teach with (viz/traces.py, shipped_problems: a cold cycle, a vanilla step the calibration
   cannot explain, a verdict its numbers do not fit), or a greedy example EAGLE does not win (the one the page
@@ -38,15 +38,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from eagle_core.machine.quiet import MAX_LOAD, busy_reasons, load_per_core, others_cpu, reference_t1  # noqa: E402,F401
+from viz.records import README_LANGUAGES, languages_row, write_readme_rows  # noqa: E402,F401
+
 COMMAND = "python scripts/record_traces.py"
-MAX_LOAD = 0.5  # 1-minute load per core at start
-MAX_OTHERS = 0.25  # share of all CPUs other processes use while the recorder waits
-MAX_SLOWDOWN = 1.5  # calibrated t(1) over this CPU's own
-T1_BYTES_PER_S = 10e9  # no record of this CPU: t(1) may take what reading the weights at this rate takes
 TRIES = 3
 CALIBRATION_REPEATS = 15
-README_EXAMPLE = "the page's opening example"  # marks of the README rows this command writes
-README_LANGUAGES = "τ by language"
 MT_ZH = os.path.join(ROOT, "assets", "prompts", "mt_bench_zh_question.jsonl")
 LANGUAGE_NEW_TOKENS = 96
 
@@ -90,36 +87,6 @@ def command_line(argv) -> str:
     return " ".join(out)
 
 
-# ------------------------------------------------------------------------------------ is the machine quiet
-def load_per_core() -> float | None:
-    try:
-        return round(os.getloadavg()[0] / (os.cpu_count() or 1), 2)
-    except (AttributeError, OSError):
-        return None
-
-
-def _cpu_times() -> tuple[int, int] | None:
-    """(busy, total) jiffies of all CPUs from /proc/stat (steal counts as busy: a neighbour took it)."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = v[3] + (v[4] if len(v) > 4 else 0)
-    return sum(v) - idle, sum(v)
-
-
-def others_cpu(seconds: float = 1.0) -> float | None:
-    """Share of all CPUs in use while this process only sleeps (after a pause for its threads to settle)."""
-    time.sleep(0.3)
-    a = _cpu_times()
-    time.sleep(seconds)
-    b = _cpu_times()
-    if a is None or b is None or b[1] <= a[1]:
-        return None
-    return round((b[0] - a[0]) / (b[1] - a[1]), 2)
-
-
 def calibrate(target, repeats: int = CALIBRATION_REPEATS) -> float:
     """The target's one-row forward (body + LM head over a 300-token cache, as the hardware record times t(1)),
     median ms, on the engine thread that decodes."""
@@ -131,35 +98,6 @@ def calibrate(target, repeats: int = CALIBRATION_REPEATS) -> float:
         return t["body_ms"] + t["lm_head_ms"]
 
     return round(ENGINE_THREAD.submit(run).result(), 2)
-
-
-def reference_t1(target, cpu: str, recorded_path: str) -> tuple[float, str]:
-    """This CPU's own t(1): the hardware record's if it names this CPU model and was recorded quiet, else
-    the time reading the target's weights at T1_BYTES_PER_S takes."""
-    try:
-        with open(recorded_path, encoding="utf-8") as f:
-            m = json.load(f)
-        load = (m.get("machine") or {}).get("loadavg_1m")
-        cores = (m.get("machine") or {}).get("cpu_count") or 1
-        if m.get("hardware") == cpu and (load is None or load / cores <= MAX_LOAD):
-            return round(m["forward_ms"]["1"], 2), f"{os.path.relpath(recorded_path, ROOT)} ({m.get('date')})"
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    size = sum(p.numel() * p.element_size() for p in target.model.parameters())
-    return round(1e3 * size / T1_BYTES_PER_S, 2), f"the weights ({size / 1e6:.0f} MB) read at {T1_BYTES_PER_S / 1e9:g} GB/s"
-
-
-def busy_reasons(load: float | None, others: float | None, calib_ms: float, ref_ms: float,
-                 max_load: float = MAX_LOAD, check_load: bool = True) -> list[str]:
-    """Why the machine is too busy to time on ([] if quiet)."""
-    out = []
-    if check_load and load is not None and load > max_load:
-        out.append(f"load {load:.2f} per core (at most {max_load:g})")
-    if others is not None and others > MAX_OTHERS:
-        out.append(f"other processes use {others:.0%} of the CPUs (at most {MAX_OTHERS:.0%})")
-    if calib_ms > MAX_SLOWDOWN * ref_ms:
-        out.append(f"t(1) calibrates at {calib_ms:.1f} ms, over {MAX_SLOWDOWN:g}x this CPU's own {ref_ms:.1f} ms")
-    return out
 
 
 class Machine:
@@ -174,7 +112,7 @@ class Machine:
         self.cpu, self.command, self.torch = cpu_model(), command_line(argv), torch.__version__
         self.start_load = load_per_core()  # taken by main before the engine loaded, set again there
         self.recorded_path = recorded_path
-        self.ref_ms, self.ref_source = reference_t1(engine.target, self.cpu, recorded_path)
+        self.ref_ms, self.ref_source = reference_t1(engine.target, self.cpu, recorded_path, ROOT)
 
     def check(self, what: str, first: bool = False) -> dict:
         import torch
@@ -430,63 +368,6 @@ def record_languages(engine, path: str, stamp: dict, mgsm: str | None) -> None:
         json.dump(results, f, indent=1, ensure_ascii=False)
 
 
-# ---------------------------------------------------------------------------------------- README rows
-def example_row(path: str) -> str:
-    """The README's row of the example trace the page opens on, from the file."""
-    from viz.traces import load_bundle, speedup
-
-    eagle, vanilla, rec, _ = load_bundle(path)
-    s = eagle.summary.settings
-    rec = rec or {}
-    return (f"| {rec.get('cpu', '?')}, {rec.get('date', '?')} | {README_EXAMPLE} (`assets/traces/{os.path.basename(path)}`): "
-            f"EAGLE-2 vs vanilla, tree {s['depth']},{s['tree_top_k']},{s['total_tokens']}, {eagle.summary.new_tokens} "
-            f"tokens | **{speedup(eagle, vanilla):.2f}x** (τ {eagle.summary.tau:.2f}) |")
-
-
-def languages_row(path: str) -> str:
-    """The README's row of tau by language (MT-bench English / Chinese, each head), from per_language.json."""
-    with open(path, encoding="utf-8") as f:
-        results = json.load(f)
-    rec = results[0].get("recorded") or {}
-    cells, tree = [], "?"
-    for res in results:
-        runs = {r["prompts"]: r for r in res["runs"]}
-        en, zh = runs.get("mt_bench_question.jsonl"), runs.get("mt_bench_zh_question.jsonl")
-        if en and zh:
-            tree = ",".join(map(str, en["tree"]))
-            cells.append((res.get("method", "eagle2").replace("eagle", "EAGLE-"), en, zh))
-    return (f"| {rec.get('cpu', '?')}, {rec.get('date', '?')} | {README_LANGUAGES}: MT-bench English / Chinese, "
-            f"{cells[0][1]['overall']['prompts']} prompts each, tree {tree}, "
-            f"{' / '.join(c[0] for c in cells)} (`assets/learn/per_language.json`) | "
-            + "; ".join(f"{c[1]['overall']['tau']:.2f} / {c[2]['overall']['tau']:.2f}" for c in cells) + " |")
-
-
-def readme_rows(root: str = ROOT) -> dict[str, str]:
-    """{mark: row} of the README rows this command writes, from the shipped files."""
-    from viz.examples import EXAMPLES
-
-    return {README_EXAMPLE: example_row(os.path.join(root, "assets", "traces", EXAMPLES[0].file)),
-            README_LANGUAGES: languages_row(os.path.join(root, "assets", "learn", "per_language.json"))}
-
-
-def write_readme_rows(path: str = os.path.join(ROOT, "README.md"), rows: dict[str, str] | None = None) -> None:
-    """Each row in place of the README's row with its mark (or after the hardware panel's row)."""
-    from eagle_core.bench.hardware import README_MARK
-
-    rows = rows or readme_rows()
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    for mark, row in rows.items():
-        at = [i for i, line in enumerate(lines) if line.startswith("|") and mark in line]
-        if at:
-            lines[at[0]] = row
-        else:
-            lines.insert(next(i for i, line in enumerate(lines) if line.startswith("|") and README_MARK in line) + 1,
-                         row)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
-
-
 # ----------------------------------------------------------------------------------------------- main
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -505,14 +386,14 @@ def main(argv=None) -> None:
     if args.records:
         record_records(engine, machine, os.path.join(base, "learn"), args.out is None, args.mgsm)
         machine.recorded_path = os.path.join(base, "learn", "hardware_recorded.json")  # today's t(1) from here on
-        machine.ref_ms, machine.ref_source = reference_t1(engine.target, machine.cpu, machine.recorded_path)
+        machine.ref_ms, machine.ref_source = reference_t1(engine.target, machine.cpu, machine.recorded_path, ROOT)
     if args.examples:
         record_examples(engine, machine, os.path.join(base, "traces"))
     if args.lesson:
         record_lesson(engine, machine, os.path.join(base, "lesson"))
     if args.out is None and (args.records or args.examples):
-        write_readme_rows()
-        print("README.md: the rows quoting the records rewritten", flush=True)
+        from eagle_core.bench.hardware import README_MARK  # the rows go after the hardware panel's
+        write_readme_rows(README_MARK), print("README.md: the rows quoting the records rewritten", flush=True)
 
 
 if __name__ == "__main__":

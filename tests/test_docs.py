@@ -160,15 +160,6 @@ def test_the_checker_finds_broken_references(tmp_path):
 
 
 # ------------------------------------------------------------------ the README quotes the records (issue 52)
-def _recorder():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("record_traces", os.path.join(ROOT, "scripts", "record_traces.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_readme_rows_quote_the_records():
     """Each README row that quotes a record (the hardware panel's recording, the page's opening example, tau by
     language) is the row made from that record today, naming its CPU and date; `python scripts/record_traces.py`
@@ -177,7 +168,9 @@ def test_the_readme_rows_quote_the_records():
     from eagle_core.machine import hardware as hw
 
     lines = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().split("\n")
-    rows = {cli.README_MARK: cli.readme_row(hw.quoted()), **_recorder().readme_rows()}
+    from viz.records import readme_rows
+
+    rows = {cli.README_MARK: cli.readme_row(hw.quoted()), **readme_rows()}
     for mark, row in rows.items():
         assert re.match(r"\| [^|?]+, \d{4}-\d\d-\d\d \|", row), f"the record behind {mark!r} names no CPU or date: {row}"
         assert row in lines, f"README's row of {mark!r} differs from its record: run `python scripts/record_traces.py`" \
@@ -189,17 +182,19 @@ def test_the_readme_row_writer_replaces_its_row_or_adds_it(tmp_path):
 
     readme = tmp_path / "README.md"
     readme.write_text("| a | b | c |\n|---|---|---|\n| x | " + README_MARK + " | 1 |\n| y | other | 2 |\n", encoding="utf-8")
-    rec = _recorder()
-    rec.write_readme_rows(str(readme), {"mark one": "| m | mark one | 1.5x |"})
+    from viz.records import write_readme_rows
+
+    write_readme_rows(README_MARK, str(readme), {"mark one": "| m | mark one | 1.5x |"})
     assert readme.read_text().split("\n")[3] == "| m | mark one | 1.5x |"  # added after the hardware row
-    rec.write_readme_rows(str(readme), {"mark one": "| m | mark one | 1.6x |"})
+    write_readme_rows(README_MARK, str(readme), {"mark one": "| m | mark one | 1.6x |"})
     text = readme.read_text()
     assert "1.6x" in text and "1.5x" not in text and text.count("mark one") == 1 and "| y | other | 2 |" in text
 
 
 def test_the_readme_has_room_for_the_rows_the_recorder_adds():
     """The recorder adds its rows after the hardware panel's when missing: the README stays within its limit."""
-    rec = _recorder()
+    from viz.records import README_EXAMPLE, README_LANGUAGES
+
     lines = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().splitlines()
-    missing = [m for m in (rec.README_EXAMPLE, rec.README_LANGUAGES) if not any(m in x and x.startswith("|") for x in lines)]
+    missing = [m for m in (README_EXAMPLE, README_LANGUAGES) if not any(m in x and x.startswith("|") for x in lines)]
     assert len(lines) + len(missing) <= README_MAX_LINES, f"README.md would have {len(lines) + len(missing)} lines"

@@ -21,6 +21,7 @@ import sys
 
 import pytest
 
+from eagle_core.machine import quiet
 from eagle_core.trace import ACCEPTED, REJECTED, CycleRecord, DraftNode, Run, RunSummary
 from viz.examples import EXAMPLE_METHOD, EXAMPLE_TREE, EXAMPLES, TRACE_DIR, example_settings, example_traces
 from viz.traces import LIMITS, bundle_to_json, load_bundle, shipped_problems, speedup
@@ -277,7 +278,7 @@ def test_the_reference_t1_is_this_cpus_own_record_or_a_bound(tmp_path):
                                "machine": {"loadavg_1m": 0.2, "cpu_count": 2}}))
     assert r.reference_t1(Target, "CPU A", str(rec))[0] == 14.1
     bound, why = r.reference_t1(Target, "CPU B", str(rec))  # another CPU: the weights' read time
-    assert bound == pytest.approx(1e3 * 4.004e6 / r.T1_BYTES_PER_S, rel=1e-3) and "GB/s" in why
+    assert bound == pytest.approx(1e3 * 4.004e6 / quiet.T1_BYTES_PER_S, rel=1e-3) and "GB/s" in why
     rec.write_text(json.dumps({"hardware": "CPU A", "forward_ms": {"1": 19.3}, "machine": {"loadavg_1m": 2.02,
                                                                                           "cpu_count": 2}}))
     assert r.reference_t1(Target, "CPU A", str(rec))[0] != 19.3  # a record taken busy is no reference

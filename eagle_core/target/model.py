@@ -139,6 +139,8 @@ class Target:
                 ids.add(im_end)
             self.eos_ids = tuple(sorted(ids))
         self._lm_head_f32: tuple | None = None  # half precision: the LM head's weight in float32
+        if torch.device(self.device).type != "cpu" and self.fast.calls_library:
+            self.fast = FastPath.portable()  # another device runs the portable path: no C call, no build
         # after the kernels are installed: the lean decoder forward, or why the transformers one
         self.lean_forward, self.forward_path, self.forward_note = lean.build(self)
 
@@ -328,6 +330,10 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
 
 
 def _install_kernels(model, fast: FastPath):
+    """The engine's kernels in `model` as `fast` asks (None on another device). The portable path
+    first undoes what an earlier target's install left in the same model: it calls no C at all."""
+    if not fast.calls_library:
+        kernels.uninstall(model)
     return kernels.install(model, fast.kernels) if next(model.parameters()).device.type == "cpu" else None
 
 

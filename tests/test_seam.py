@@ -191,3 +191,22 @@ def test_no_invariant_backend_means_the_per_row_product(monkeypatch, tmp_path):
     assert set(K.calibration.REJECTED[(40, 24)]) == set(K.calibration.available())
     monkeypatch.undo()
     assert K.batch_invariant(K.RowWise, 300, 257)
+
+
+def test_the_library_is_reached_only_through_the_fast_path():
+    """grep: outside eagle_core/cpu (and the benchmarks, which measure the kernels themselves) no module
+    asks for the library or imports a kernel that calls it."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "eagle_core"
+    leaks = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("cpu/", "bench/")):
+            continue
+        text = path.read_text(encoding="utf-8")
+        if re.search(r"library\(\)|kernels\.(rows|compact|attention|gemv8|build)\b|kernels import (attention|rows|compact)",
+                     text):
+            leaks.append(rel)
+    assert not leaks, leaks

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from ..tree import frontier_mask
 from . import fused_pass, head_pass, kernels
 
 
@@ -95,20 +96,11 @@ class CpuDrafting:
         (values, ids) host lists or None); None where the fused pass does not apply."""
         if self.fused is None or not self.fused.applies(parents[0]):
             return None
-        m, base = len(frontier), cache.length
-        rows = []
-        for j, node in enumerate(frontier):
-            row = bytearray(base + m)  # the kernel's mask row: 1 = may attend
-            row[:tree.committed] = b"\x01" * tree.committed
-            a = tree.parents[node]
-            while a > 0:
-                row[tree.slots[a]] = 1
-                a = tree.parents[a]
-            row[base + j] = 1
-            tree.slots[node] = base + j
-            rows.append(row)
-        return self.fused.run([tree.tokens[i] for i in frontier], parents, pos, 0, cache, bytes(b"".join(rows)),
-                              min(k, self.lm.out_features))
+        base = cache.length
+        mask = frontier_mask(tree.parents, tree.slots, tree.committed, frontier, base)  # tree.py's, as the drafter's
+        tree.slots.update({node: base + j for j, node in enumerate(frontier)})
+        return self.fused.run([tree.tokens[i] for i in frontier], parents, pos, 0, cache, mask.numpy().tobytes(),
+                              min(k, self.lm.out_features))  # the kernel's mask: a byte per entry, 1 = may attend
 
 
 def for_drafter(drafter) -> CpuDrafting | None:

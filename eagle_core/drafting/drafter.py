@@ -28,7 +28,7 @@ from ..cpu.drafting import for_drafter
 from ..cpu.kernels import linear_of
 from ..config import DecodeSettings
 from .head import EagleHead, HeadCache
-from ..tree import DraftTree, select_closed_top, static_tree_layout
+from ..tree import DraftTree, frontier_mask, select_closed_top, static_tree_layout
 from ..verify import logits_to_probs
 
 
@@ -185,15 +185,8 @@ class Drafter:
         -> their predicted features (m, H)."""
         m = len(frontier)
         base = cache.length
-        mask = torch.zeros(m, base + m, dtype=torch.bool)  # built on the host, copied to the device once
-        mask[:, :tree.committed] = True
-        for j, node in enumerate(frontier):
-            a = tree.parents[node]
-            while a > 0:  # ancestors below the root were expanded earlier and have slots
-                mask[j, tree.slots[a]] = True
-                a = tree.parents[a]
-            mask[j, base + j] = True
-            tree.slots[node] = base + j
+        mask = frontier_mask(tree.parents, tree.slots, tree.committed, frontier, base)  # copied to the device once
+        tree.slots.update({node: base + j for j, node in enumerate(frontier)})
         dev = parent_feats.device
         toks = torch.tensor([tree.tokens[i] for i in frontier], device=dev)
         positions = torch.full((m,), pos, dtype=torch.long, device=dev)

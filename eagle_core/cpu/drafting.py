@@ -38,8 +38,8 @@ def head_products_int8(head, on: bool) -> None:
 
 class CpuDrafting:
     """One drafter's CPU path (see the module docstring). `lm` is the draft LM-head product the
-    drafter uses on every path; `lean` and `fused` are its passes (None: not here, with the reason
-    in `lean_note` / `fused_note`)."""
+    drafter uses on every path; `head_pass` and `fused` are its passes (None: not here, with the reason
+    in `head_pass_note` / `fused_note`)."""
 
     def __init__(self, drafter, fast):
         head, target = drafter.head, drafter.target
@@ -48,7 +48,7 @@ class CpuDrafting:
         if target.kernels is not None and target.kernels.swaps:
             kernels.install(head, target.kernels.policy)
         head_products_int8(head, own and fast.head_weights == "int8")
-        self.lean, self.lean_note = head_pass.build(head, fast)
+        self.head_pass, self.head_pass_note = head_pass.build(head, fast)
         self.fused, self.fused_note = fused_pass.build(self, fast)
 
     def _draft_lm(self, w, target, fast):
@@ -74,9 +74,9 @@ class CpuDrafting:
         return None
 
     def run(self, emb, feats, positions, cache, mask):
-        """The head on (emb, feats) rows through the lean pass -> (n, H)."""
-        if self.lean is not None and self.lean.applies(feats):
-            return self.lean(emb.to(feats.dtype), feats, positions, cache, mask)
+        """The head on (emb, feats) rows through the head pass -> (n, H)."""
+        if self.head_pass is not None and self.head_pass.applies(feats):
+            return self.head_pass(emb.to(feats.dtype), feats, positions, cache, mask)
         return None
 
     def catch_up(self, next_tokens, feats, start_pos: int, cache, fuse: bool = False):
@@ -88,8 +88,8 @@ class CpuDrafting:
         return self.fused.run(next_tokens, list(rows), start_pos, 1, cache, None, fuse=fuse)[0]
 
     def fuse(self, feats):
-        """EAGLE-3: the captured target layers (m, 3H) -> (m, H) through the lean pass's fc."""
-        return self.lean.fuse(feats) if self.lean is not None and self.lean.applies(feats) else None
+        """EAGLE-3: the captured target layers (m, 3H) -> (m, H) through the head pass's fc."""
+        return self.head_pass.fuse(feats) if self.head_pass is not None and self.head_pass.applies(feats) else None
 
     def expand_top(self, cache, tree, frontier: list[int], parents: list[torch.Tensor], pos: int, k: int):
         """The drafter's expansion and each node's top k in one kernel call -> (features (m, H),

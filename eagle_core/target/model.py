@@ -15,7 +15,7 @@ with an explicit cache, positions and optional 4D mask and returns the last hidd
 i.e. the FEATURES the EAGLE head learns from; `logits()` applies the LM head only where asked.
 With the kernels installed, `forward()` and `forward_layers()` run the decoder through
 `eagle_core.cpu.forward` (the same arithmetic without transformers' per-module overhead) where it
-applies; `Target.forward_path` records the decision made at load ("lean" or "transformers",
+applies; `Target.forward_path` records the decision made at load ("cpu" or "transformers",
 the reason in `forward_note`), and any call it cannot serve goes through transformers.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..cpu import forward as lean, kernels
+from ..cpu import forward as cpu_forward, kernels
 from ..cpu.options import FastPath
 from .gguf import DEFAULT_GGUF, default_checkpoint, default_gguf_dir  # noqa: F401 (re-exported)
 from .hf_compat import cache_kwarg
@@ -134,15 +134,15 @@ class Target:
         self._lm_head_f32: tuple | None = None  # half precision: the LM head's weight in float32
         if torch.device(self.device).type != "cpu" and self.fast.calls_library:
             self.fast = FastPath.portable()  # another device runs the portable path: no C call, no build
-        # after the kernels are installed: the lean decoder forward, or why the transformers one
-        self.lean_forward, self.forward_path, self.forward_note = lean.build(self)
+        # after the kernels are installed: the CPU decoder forward, or why the transformers one
+        self.cpu_decoder, self.forward_path, self.forward_note = cpu_forward.build(self)
 
     # -- the two calls the engine makes --------------------------------------------------------
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, cache, position_ids=None, attention_mask=None) -> torch.Tensor:
         """Run the model body. input_ids (1, n) -> features (1, n, H), appending n entries to `cache`."""
-        if self.lean_forward is not None and self.lean_forward.applies(input_ids, cache, attention_mask):
-            return self.lean_forward.forward(input_ids, cache, position_ids, attention_mask)[0]
+        if self.cpu_decoder is not None and self.cpu_decoder.applies(input_ids, cache, attention_mask):
+            return self.cpu_decoder.forward(input_ids, cache, position_ids, attention_mask)[0]
         out = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                         **cache_kwarg(cache), use_cache=True)
         return out.last_hidden_state
@@ -165,10 +165,10 @@ class Target:
         """Like `forward`, and also capture the hidden state ENTERING each decoder layer in `layers`
         (= the output of layer i-1; layer 0's input is the embedding), by forward pre-hooks on those
         layers. Returns (last hidden states (B, n, H), captured (B, n, len(layers) * H) in the order
-        given). Without `cache`: a plain batched teacher-forced forward (training data). The lean
+        given). Without `cache`: a plain batched teacher-forced forward (training data). The CPU
         path captures the same tensors directly, without hooks."""
-        if self.lean_forward is not None and self.lean_forward.applies(input_ids, cache, attention_mask):
-            last, captured = self.lean_forward.forward(input_ids, cache, position_ids, attention_mask, capture=tuple(layers))
+        if self.cpu_decoder is not None and self.cpu_decoder.applies(input_ids, cache, attention_mask):
+            last, captured = self.cpu_decoder.forward(input_ids, cache, position_ids, attention_mask, capture=tuple(layers))
             return last, torch.cat(captured, dim=-1)
         seen: dict[int, torch.Tensor] = {}
         blocks = self.body.layers
@@ -223,7 +223,7 @@ class Target:
         n = sum(p.numel() for p in self.model.parameters())
         kern = ""
         if self.kernels is not None and self.kernels.swaps:
-            fwd = "lean forward" if self.forward_path == "lean" else f"transformers forward: {self.forward_note}"
+            fwd = "CPU decoder" if self.forward_path == "cpu" else f"transformers forward: {self.forward_note}"
             kern = f", kernels {self.kernels.describe()}, {fwd}"
         return f"{self.name} ({n / 1e6:.1f}M params, {self.device}, {str(self.dtype).replace('torch.', '')}{kern})"
 

@@ -2,8 +2,8 @@
 
 EAGLE pays only if verifying k drafted tokens costs about one ordinary step. At batch size 1 a
 step is bound by streaming the fp32 weights from memory, so k rows could ride along nearly free,
-but torch's default CPU kernel (MKL's sgemm, which takes a slow path on AMD CPUs) costs ~2.5x more
-at 5 rows than at 1 (docs/performance.md). So every linear layer of the target (body and LM head)
+but torch's default CPU kernel (MKL's sgemm, which takes a slow path on AMD CPUs) costs far more at
+5 rows than at 1 (docs/performance.md, "Where a verification's extra time went"). So every linear layer of the target (body and LM head)
 and of the draft head gets one kernel, chosen per weight shape at load time. The jobs are split:
 
     backends.py     the backends (smallgemm, onednn, openblas, mkl, rowwise): packing and calling

@@ -49,6 +49,7 @@ def test_no_compiler_is_named_with_its_cost_and_identity_kept(fresh):
     assert f"about {SLOWER_WITHOUT_KERNELS:g}x slower" in line and "docs/performance.md" in line
     assert "still equals vanilla" in line
     assert "smallgemm" not in target.kernels.choice.values()
+    assert target.config._attn_implementation == K.attention.NAME  # its torch twin (attend_rows), row invariant
     engine = Engine(target, tiny_head(target, seed=11))  # and greedy EAGLE equals vanilla on it
     s = dict(max_new_tokens=24, chat_template=False)
     assert (engine.run("hello world", DecodeSettings(method="eagle2", depth=4, tree_top_k=4, total_tokens=12, **s))
@@ -145,3 +146,27 @@ def test_no_compiler_in_a_fresh_process_says_why_and_stays_identical(tmp_path):
         assert "the C compiler '/bin/false' failed" in r.stderr and "slower" in r.stderr
         out[method] = json.loads(r.stdout.strip().splitlines()[-1])["token_ids"]
     assert out["eagle"] == out["vanilla"] and out["eagle3"] == out["vanilla"]
+
+
+def test_torch_attention_without_the_library_is_row_invariant():
+    """attend_rows (attention.c's contract in torch, for a CPU without the kernels): a tree node's
+    output equals, bit for bit, the same token decoded alone over exactly the keys it sees."""
+    from eagle_core.cpu.kernels.attention import additive, attend_rows
+    from eagle_core.tree import tree_attention_mask
+
+    g = torch.Generator().manual_seed(0)
+    H, G, d, ctx = 4, 2, 16, 9
+    parents = (-1, 0, 0, 1, 1, 3)
+    n = len(parents)
+    q = torch.randn(H, n, d, generator=g)
+    k, v = torch.randn(G, ctx + n, d, generator=g), torch.randn(G, ctx + n, d, generator=g)
+    mask = tree_attention_mask(parents, ctx)[0, 0]  # (n, ctx + n) additive
+    tree = attend_rows(q, k, v, ctx + n, mask, d ** -0.5, True)
+    for i in range(n):
+        seen = (mask[i] == 0).nonzero()[:, 0]
+        alone = attend_rows(q[:, i:i + 1].contiguous(), k[:, seen], v[:, seen], len(seen), None, d ** -0.5, True)
+        assert torch.equal(tree[i], alone[0]), i
+    ref = torch.softmax((q.transpose(0, 1).reshape(n, G, H // G, d) @ k.transpose(-1, -2)[None]) * d ** -0.5
+                        + mask[:, None, None], -1) @ v[None]
+    torch.testing.assert_close(tree, ref.reshape(n, H, d))
+    torch.testing.assert_close(attend_rows(q, k, v, ctx + n, additive(mask == 0), d ** -0.5, True), tree)  # -inf too

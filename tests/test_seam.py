@@ -38,7 +38,7 @@ def forbid_c(monkeypatch) -> list:
     def counted():
         calls.append(1)
         return real()
-    for mod in (build, rows_module, compact_module, K.attention, K.backends, K.calibration, K.linear, K.gemv8):
+    for mod in (build, rows_module, compact_module, K.attention, K.backends, K.calibration, K.gemv8):
         monkeypatch.setattr(mod, "library", counted)
     monkeypatch.setattr(K, "library", counted)
     monkeypatch.setattr(K.backends, "_SMALLGEMM", K.backends._LazyFn())  # no cached ctypes function either

@@ -5,7 +5,8 @@ A fallback is never silent: no C compiler, no AVX2, EAGLE_PORTABLE=1, FastPath(k
 backend forced by name, or the engine's kernel rejected by the batch-invariance check on some weight
 shapes. And identity with vanilla is promised only where every product is batch invariant, checked at
 calibration or by construction (kernels/calibration.py); a path nobody checked says greedy EAGLE may
-part from vanilla at near-ties.
+part from vanilla at near-ties. Without the library the attention keeps its row invariance through
+kernels/attention.py's torch twin of attention.c (`attend_rows`).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class PathStatus:
     path: str  # what runs, in words
     reason: str  # why it is not the engine's kernels ("" where it is, or on a GPU: nothing to explain)
     slower: float | None  # about how many times slower than the engine's kernels (None: not known / not slower)
-    identical: bool  # greedy EAGLE equals vanilla by construction: every product batch invariant, checked
+    identical: bool  # greedy EAGLE equals vanilla by construction: products and attention row invariant, checked
 
     @property
     def fallback(self) -> bool:
@@ -40,8 +41,9 @@ class PathStatus:
         if not self.fallback:
             return None
         cost = f"; about {self.slower:g}x slower than the engine's own kernels ({DOC})" if self.slower else ""
-        same = ("greedy EAGLE still equals vanilla token for token (every product batch invariant)" if self.identical
-                else "greedy EAGLE may part from vanilla at near-ties (products not checked for batch invariance)")
+        same = ("greedy EAGLE still equals vanilla token for token (products and attention row invariant)"
+                if self.identical else
+                "greedy EAGLE may part from vanilla at near-ties (torch's products and attention are not row invariant)")
         return f"CPU path: {self.path}, because {self.reason}{cost}; {same}."
 
 

@@ -24,7 +24,7 @@ from torch import nn
 
 from . import attention
 from .backends import BACKENDS, Linear
-from .build import library, library_error
+from .build import library_error
 from .calibration import choose
 
 
@@ -84,8 +84,10 @@ def install(model: nn.Module, policy: str = "auto") -> Installed:
         swaps.append((parent, attr, mod, fast))
     attn = None
     config = getattr(model, "config", None)
-    if library() is not None and getattr(config, "_attn_implementation", None) in ("sdpa", "eager"):
-        attn = (model, attention.set_attention(model, attention.NAME))  # a transformers model: its attention too
+    if getattr(config, "_attn_implementation", None) in ("sdpa", "eager"):
+        # a transformers model: its attention too (attention.c, or without the library its torch twin,
+        # both row invariant, so identity with vanilla holds on every path install makes)
+        attn = (model, attention.set_attention(model, attention.NAME))
     return Installed(swaps, choice, policy, attn)
 
 

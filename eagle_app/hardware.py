@@ -20,7 +20,7 @@ from .callbacks.decoding import LINE
 from .tree_advice import advice, recorded_advice
 from .i18n import L, lang_of
 from . import zerogpu
-from .model import MODEL
+from .model import MODEL, path_note
 from .engine_thread import ENGINE_THREAD
 
 LANG = "en"
@@ -41,7 +41,13 @@ def recorded_views(lang: str = LANG, path: str = RECORDED):
                                   else None) if x)
     # ZeroGPU lends the GPU to one decorated call at a time (zerogpu.py): no measuring there, only the record
     return (hardware_figure(res, m.get("hardware", m["device"]), lang), hardware_markdown(m, res, table, lang),
-            T["zerogpu" if zerogpu.ZERO else "recorded"].format(when=when))
+            T["zerogpu" if zerogpu.ZERO else "recorded"].format(when=when) + _path_here())
+
+
+def _path_here() -> str:
+    """The loaded engine's fallback line (model.path_note), or "" (no engine yet, or its own kernels)."""
+    engine = MODEL.engine
+    return path_note(engine.target) if engine is not None else ""
 
 
 def _timed(engine, trees, state):
@@ -86,6 +92,7 @@ def measured_views(m: dict, table: dict, lang: str = LANG):
     """(figure, table Markdown, status) of a measurement made here."""
     res = lesson(m, table)
     status = TEXT("done", lang, seconds=m["seconds"], device=m["hardware"], threads=m["threads"], target=m["target"])
+    status += _path_here()  # a measurement on a fallback path is slower: the panel says which path it timed
     return hardware_figure(res, m["hardware"], lang), hardware_markdown(m, res, table, lang), status
 
 

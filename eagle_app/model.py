@@ -13,6 +13,7 @@ from concurrent.futures import Future
 import torch
 
 from eagle_core import Engine, load_engine
+from eagle_core.cpu import path_line
 from eagle_core.drafting.shipped import DEFAULT_HEAD3_DIR, DEFAULT_HEAD_DIR
 from eagle_core.target.gpu_presence import cached_mismatch
 from eagle_core.target import DEFAULT_HUB_ID, DEFAULT_MODEL
@@ -124,7 +125,15 @@ def model_line(engine: Engine, load_s: float, lang: str = "en") -> str:
     line = APP("model.ready", lang, model=name, where=where, loaded=loaded, head=head,
                title=html.escape(details, quote=True), more=APP("model.more", lang))
     unused = cached_mismatch() if device == "cpu" else None  # a GPU torch cannot use: never silently the CPU
-    return line + ("\n\n" + APP("model.gpu_unused", lang, msg=html.escape(unused)) if unused else "")
+    line += "\n\n" + APP("model.gpu_unused", lang, msg=html.escape(unused)) if unused else ""
+    return line + path_note(t)
+
+
+def path_note(target) -> str:
+    """The CPU path's fallback line (eagle_core.cpu.path_line: which path runs, why, about how much
+    slower), as the model line and the hardware panel show it; "" on the engine's kernels or a GPU."""
+    fallback = path_line(target) if hasattr(target, "fast") else None  # (test doubles carry no FastPath)
+    return "\n\n⚠ " + html.escape(fallback, quote=False) if fallback else ""
 
 
 def model_from_env() -> ModelHolder:

@@ -66,6 +66,7 @@ def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     import torch
 
+    from .cpu import path_line
     from .engine_loading import load_engine
     from .target import pick_device
     from .trace import run_to_json
@@ -80,6 +81,9 @@ def main(argv=None) -> int:
         engine = load_engine(a.model, head=None if eagle3 else a.head, head3=head3, head3_layer_ids=a.head3_layer_ids,
                              head3_rope_theta=a.head3_rope_theta, device=device, methods=(settings.method,), dtype=a.dtype)
         target = engine.target
+        fallback = path_line(target)
+        if fallback:  # a slower path is never silent (no compiler, no AVX2, EAGLE_PORTABLE=1, ...)
+            print(fallback, file=sys.stderr)
         gen = engine.generate(a.prompt, settings)
         for cycle in gen:
             if not a.json:

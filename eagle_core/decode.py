@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import torch
 
 from .clock import clock
-from .cpu.kernels.compact import move_rows
 from .config import DecodeSettings
 from .drafting.drafter import Drafter
 from .drafting.eagle3 import Eagle3Drafter
@@ -32,10 +31,11 @@ HEAD_SCRATCH = 1024  # head-cache room for one cycle's tree nodes beyond the com
 
 
 @torch.inference_mode()
-def compact_cache(cache, context_len: int, keep: list[int]) -> None:
-    """Keep tree entries `keep` (offsets from context_len, ascending) and drop the rest. On a CPU
-    the moves are one C call for every layer (kernels/compact.c), else torch's per layer."""
-    moved = keep == list(range(len(keep))) or move_rows(cache.layers, context_len, keep)
+def compact_cache(cache, context_len: int, keep: list[int], move_rows=None) -> None:
+    """Keep tree entries `keep` (offsets from context_len, ascending) and drop the rest. `move_rows`:
+    the target's FastPath.move_rows (on a CPU one C call for every layer, kernels/compact.c); None or
+    False from it: torch's moves, per layer."""
+    moved = keep == list(range(len(keep))) or (move_rows is not None and move_rows(cache.layers, context_len, keep))
     idx = None if moved else torch.tensor(keep, dtype=torch.long)
     for layer in cache.layers:
         if not moved:
@@ -191,7 +191,7 @@ class Generation:
             # 3. accept: the longest path the target agrees with, then its bonus token
             verdict, rule = self._accept(tree, feats, gen)
             # 4. update: keep only the accepted path in the target's KV cache
-            compact_cache(cache, L, list(verdict.accepted))
+            compact_cache(cache, L, list(verdict.accepted), tgt.fast.move_rows)
             new = [tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus_token]
             committed, stop_reason = cut_at_stop(new, len(out_ids), eos, s.max_new_tokens)
             out_ids.extend(committed)
@@ -244,7 +244,8 @@ class Generation:
         """3. accept: the target's LM head over every node, once per cycle (on a CPU it is bound by
         reading its weights, so one product over all nodes costs about one row), then verify.accept,
         where the rule is chosen and applied. -> (the verdict, its rule)."""
-        return accept(tree, self.engine.target.logits(feats), self.s, gen)
+        tgt = self.engine.target
+        return accept(tree, tgt.logits(feats), self.s, gen, tgt.fast.row_stats)
 
     def _record(self, step, L, tree, v: Verdict, committed, text, draft_dt, verify_dt, rule) -> CycleRecord:
         tt = self.engine.target.token_text

@@ -70,6 +70,27 @@ def ancestor_mask(parents) -> torch.Tensor:
     return mask
 
 
+def frontier_mask(parents, slots: dict, committed: int, frontier, base: int) -> torch.Tensor:
+    """The drafter's side of ancestor_mask: (m, base + m) bool over the head's cache when the head runs
+    on `frontier` (m nodes of one depth, their entries base + j): each may attend to the committed
+    context (entries [0, committed)), its ancestors below the root (at their entries `slots`), and
+    itself. Built on the host; the portable drafter and the CPU's fused pass read the same mask."""
+    m = len(frontier)
+    mask = torch.zeros(m, base + m, dtype=torch.bool)
+    mask[:, :committed] = True
+    rows, cols = [], []
+    for j, node in enumerate(frontier):
+        a = parents[node]
+        while a > 0:  # ancestors below the root were expanded earlier and have entries
+            rows.append(j)
+            cols.append(slots[a])
+            a = parents[a]
+        rows.append(j)
+        cols.append(base + j)
+    mask[rows, cols] = True
+    return mask
+
+
 def tree_attention_mask(parents, context_len: int, dtype=torch.float32, device=None) -> torch.Tensor:
     """The 4D additive mask for one verification forward: (1, 1, n, context_len + n).
 

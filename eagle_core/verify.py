@@ -27,7 +27,6 @@ from typing import Callable
 
 import torch
 
-from .cpu.kernels.rows import row_stats
 from .trace import ACCEPTED, NOT_REACHED, REJECTED
 from .tree import children_lists as _children
 
@@ -189,11 +188,12 @@ def rule_for(s) -> str:
     return "greedy" if s.greedy else ("ratio" if s.method == "chain" else "point_mass")
 
 
-def accept(tree, rows: torch.Tensor, s, gen) -> tuple[Verdict, str]:
+def accept(tree, rows: torch.Tensor, s, gen, row_stats=None) -> tuple[Verdict, str]:
     """A cycle's acceptance: the target's logits at every node of `tree` (rows (n, V), node order), the
     decode settings `s` and the sampling generator -> (the verdict, its rule). What the walk needs goes
     to the host in ONE transfer (on a GPU each transfer waits for the device): greedy, each node's
-    argmax and the p of each drafted token and of each argmax; sampling, every node's processed p."""
+    argmax and the p of each drafted token and of each argmax; sampling, every node's processed p.
+    `row_stats`: the target's FastPath.row_stats (None, or an answer of None: torch's)."""
     rule = rule_for(s)
     if rule != "greedy":
         probs = logits_to_probs(rows, s.temperature, s.top_p, s.top_k).cpu()
@@ -203,7 +203,7 @@ def accept(tree, rows: torch.Tensor, s, gen) -> tuple[Verdict, str]:
         return verify_point_mass(tree.tokens, tree.parents, lambda i: probs[i], gen), rule
     dev = rows.device
     parent = torch.tensor([max(p, 0) for p in tree.parents], device=dev)
-    stats = row_stats(rows)  # max, argmax and logsumexp per row in one CPU kernel call (kernels/rows.c)
+    stats = row_stats(rows) if row_stats is not None else None  # on a CPU one kernel call (kernels/rows.c)
     top_v, top_i, lse = stats if stats is not None else (*rows.max(-1), torch.logsumexp(rows, -1))
     p_draft = (rows[parent, torch.tensor(tree.tokens, device=dev)] - lse[parent]).exp()
     top, p_token, p_top = torch.stack([top_i.double(), p_draft.double(), (top_v - lse).exp().double()]).tolist()

@@ -150,7 +150,7 @@ def test_profile_buckets_cover_the_cycle(fused):
                        DecodeSettings(method="eagle2", max_new_tokens=12, depth=3, tree_top_k=3, total_tokens=6))
     buckets = dict(p["buckets"])
     assert p["missing"] == [] and "Target.forward" not in p["idle"] and buckets["verify: target body"] > 0
-    assert buckets["draft: head layer (FusedPass.run, LeanHead.__call__ or EagleHead.forward)"] > 0
+    assert buckets["draft: head layer (FusedPass.run, HeadPass.__call__ or EagleHead.forward)"] > 0
     if fused == "1" and kernels.library() is not None:
         assert "FusedPass.run" not in p["idle"] and "Drafter._expand" in p["idle"]
     else:

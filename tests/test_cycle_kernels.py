@@ -4,7 +4,7 @@ with them switched off."""
 import pytest
 import torch
 
-from eagle_core.cpu import kernels as K
+from eagle_core.cpu import FastPath, kernels as K
 from eagle_core.decode import compact_cache
 from eagle_core.cpu.kernels import compact as compact_module, rows as rows_module
 from eagle_core.cpu.kernels.compact import move_rows
@@ -96,7 +96,7 @@ def test_compaction_in_one_call_equals_torch_per_layer(keep):
     layers = _layers()
     context = 12  # 8 tree entries after it
     want = _torch_compacted(layers, context, keep)
-    compact_cache(_Cache(layers), context, keep)
+    compact_cache(_Cache(layers), context, keep, FastPath().move_rows)
     for L, (k, v) in zip(layers, want):
         assert L.keys.shape[-2] == context + len(keep)
         assert torch.equal(L.keys, k) and torch.equal(L.values, v)
@@ -109,7 +109,7 @@ def test_compaction_falls_back_to_torch_where_the_kernel_does_not_serve(monkeypa
     wide = [_Layer(torch.randn(2, 2, 20, 8), torch.randn(2, 2, 20, 8))]  # a batch of two
     assert not move_rows(wide, 12, [0, 2])
     want = _torch_compacted(wide, 12, [0, 2, 5])
-    compact_cache(_Cache(wide), 12, [0, 2, 5])
+    compact_cache(_Cache(wide), 12, [0, 2, 5], FastPath().move_rows)
     assert torch.equal(wide[0].keys, want[0][0])
     _without_cycle_kernels(monkeypatch)
     assert not move_rows(_layers(), 12, [0, 2])

@@ -1,12 +1,12 @@
 """A drafting pass as one kernel call (eagle_core.cpu.fused_pass): for EAGLE-1/2 the same trees, q
-values and scores, bit for bit, as the lean pass's separate calls, for several tree shapes and for
+values and scores, bit for bit, as the head pass's separate calls, for several tree shapes and for
 every storage of the head's products and of the draft LM head; for EAGLE-3 the same trees and
-output, q to float32 rounding (its norms in C); the lean pass wherever it does not apply; clear
+output, q to float32 rounding (its norms in C); the head pass wherever it does not apply; clear
 errors for what the kernel refuses."""
 import pytest
 import torch
 
-from test_lean_head import INT8_TOL, _eagle2, _eagle3, _float16_values, _target
+from test_head_pass import INT8_TOL, _eagle2, _eagle3, _float16_values, _target
 from eagle_core import DecodeSettings, Engine
 
 from test_kernels import needs_smallgemm
@@ -20,7 +20,7 @@ def _nodes(run):
 
 
 def _without_fused(d, run):
-    """run() with the drafter's fused pass taken away: the lean pass's separate calls draft."""
+    """run() with the drafter's fused pass taken away: the head pass's separate calls draft."""
     saved, d.cpu.fused = d.cpu.fused, None
     try:
         return run()
@@ -29,7 +29,7 @@ def _without_fused(d, run):
 
 
 def _both(e, prompt, s, monkeypatch):
-    """The run with the fused pass, then with the lean pass's separate calls."""
+    """The run with the fused pass, then with the head pass's separate calls."""
     d = e.drafter3 if s.method == "eagle3" else e.drafter
     calls = []
     real = d.cpu.fused.run
@@ -93,7 +93,7 @@ def test_greedy_chains_and_eagle1_draft_through_the_fused_pass_with_the_lean_pas
 
 
 def test_sampled_chains_still_draft_through_the_lean_pass():
-    """A sampled chain draws from the head's whole q (the lean pass); the root's top k of a sampled
+    """A sampled chain draws from the head's whole q (the head pass); the root's top k of a sampled
     EAGLE-2 run goes through lm_top: each the separate calls' bits."""
     t = _target()
     e = Engine(t, _eagle2(t))
@@ -136,7 +136,7 @@ def test_where_the_fused_pass_does_not_apply_the_drafter_says_why():
     layers = _target(passes="layers")
     assert Engine(layers, _eagle2(layers)).drafter.cpu.fused is None
     e = Engine(t, _eagle2(t))
-    e.drafter.cpu.lean.c_layers = False  # switched off after load: the lean pass's torch operations run
+    e.drafter.cpu.head_pass.c_layers = False  # switched off after load: the head pass's torch operations run
     s = DecodeSettings(method="eagle2", depth=2, tree_top_k=2, total_tokens=3, max_new_tokens=20)
     assert not e.drafter.cpu.fused.applies(torch.zeros(64))
     assert e.run("abcab", s).summary.token_ids == e.run("abcab", DecodeSettings(method="vanilla",

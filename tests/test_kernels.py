@@ -135,9 +135,9 @@ def test_choice_weighs_the_rows_a_decode_meets(monkeypatch, tmp_path):
     and the timings cover every calibration row count with the weight read cold (many copies)."""
     monkeypatch.setenv("EAGLE_EXPLAINER_CACHE", str(tmp_path))
     fake = {"smallgemm": {1: 1.0, 5: 1.2, 16: 3.0}, "onednn": {1: 1.3, 5: 1.3, 16: 1.5}}
-    monkeypatch.setattr(K.linear, "time_backends", lambda backends, n, k: {b.name: fake[b.name] for b in backends})
-    monkeypatch.setattr(K.linear, "AUTO_CANDIDATES", ("smallgemm", "onednn"))
-    monkeypatch.setattr(K.linear, "batch_invariant", lambda b, n, k: True)
+    monkeypatch.setattr(K.calibration, "time_backends", lambda backends, n, k: {b.name: fake[b.name] for b in backends})
+    monkeypatch.setattr(K.calibration, "AUTO_CANDIDATES", ("smallgemm", "onednn"))
+    monkeypatch.setattr(K.calibration, "batch_invariant", lambda b, n, k: True)
     monkeypatch.setattr(K.SmallGemm, "available", staticmethod(lambda: True))
     monkeypatch.setattr(K.OneDnn, "available", staticmethod(lambda: True))
     assert K.choose([(40, 24)])[(40, 24)] == "smallgemm"  # 1.0 + 1.2 + 0.75 < 1.3 + 1.3 + 0.375
@@ -156,7 +156,7 @@ def test_choice_weighs_the_rows_a_decode_meets(monkeypatch, tmp_path):
 
     times = K.time_backends([Counting], 8, 16, rounds=1)
     assert set(times["counting"]) == set(K.CALIBRATION_ROWS)
-    assert len(set(calls)) == K.linear.MAX_COPIES  # a small weight: the most copies
+    assert len(set(calls)) == K.calibration.MAX_COPIES  # a small weight: the most copies
 
 
 def test_stream_bandwidth_is_a_positive_rate():

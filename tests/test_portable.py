@@ -1,4 +1,4 @@
-"""The portable path a GPU takes: stock modules (no custom CPU kernels, no lean forward), the tree
+"""The portable path a GPU takes: stock modules (no custom CPU kernels, no CPU decoder), the tree
 mask through transformers' own attention, and half precision.
 
 - float32, stock: greedy EAGLE-1/2/3 and chain equal vanilla token for token, and sampling keeps

@@ -77,3 +77,15 @@ def test_eagle1_tree_is_the_official_default():
     ((1, 1, 0) for (0, 2, 1), (0, 0, 1, 0) for (0, 0, 0, 2))."""
     assert (0, 2, 1) in EAGLE1_TREE and (0, 0, 0, 2) in EAGLE1_TREE
     assert (1, 1, 0) not in EAGLE1_TREE and (0, 0, 1, 0) not in EAGLE1_TREE
+
+
+def test_frontier_mask_sees_the_context_the_ancestors_and_itself():
+    """Hand-built: root 0 -> 1, 2; 1 -> 3, 4 (3 and 4 the frontier). Nodes 1 and 2 sit at head-cache
+    entries 5 and 6, the committed context is entries 0-4, the frontier goes to 7 and 8."""
+    from eagle_core.tree import frontier_mask
+
+    parents = (-1, 0, 0, 1, 1)
+    mask = frontier_mask(parents, {1: 5, 2: 6}, committed=5, frontier=[3, 4], base=7)
+    want = torch.tensor([[1, 1, 1, 1, 1, 1, 0, 1, 0],
+                         [1, 1, 1, 1, 1, 1, 0, 0, 1]], dtype=torch.bool)
+    assert torch.equal(mask, want)

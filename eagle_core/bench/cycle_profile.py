@@ -28,7 +28,7 @@ def _engine_functions() -> dict:
     g = lambda obj, name: getattr(obj, name, None)  # noqa: E731  (tolerate engine refactors)
     return {
         "Target.forward": g(target.Target, "forward"), "Target.logits": g(target.Target, "logits"),
-        "EagleHead.forward": g(head.EagleHead, "forward"), "LeanHead.__call__": g(head_pass.LeanHead, "__call__"),
+        "EagleHead.forward": g(head.EagleHead, "forward"), "HeadPass.__call__": g(head_pass.HeadPass, "__call__"),
         "FusedPass.run": g(fused_pass.FusedPass, "run"), "FusedPass.top": g(fused_pass.FusedPass, "top"),
         "Drafter._logits": g(draft.Drafter, "_logits"), "Drafter._expand_top": g(draft.Drafter, "_expand_top"),
         "Drafter._run": g(draft.Drafter, "_run"), "Drafter._expand": g(draft.Drafter, "_expand"),
@@ -46,7 +46,7 @@ def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, flo
     keys = {n: _key(f) for n, f in fns.items()}
     st = stats.stats  # {key: (cc, nc, tt, ct, callers)}
     # missing: renamed or removed (its bucket reads 0); idle: not called in these cycles (the fused
-    # kernel pass on a CPU stands in for the lean and module passes, a device or setting for others)
+    # kernel pass on a CPU stands in for the head pass and the modules, a device or setting for others)
     missing = [n for n, k in keys.items() if k is None]
     idle = [n for n, k in keys.items() if k is not None and k not in st]
 
@@ -62,8 +62,8 @@ def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, flo
         return st[k][4][kc][3]
 
     # the head's layer: the fused kernel pass on a CPU (it also takes the expanded nodes' top k),
-    # else the lean pass where it applies, else the modules
-    torch_layer = ct("EagleHead.forward") + ct("LeanHead.__call__")
+    # else the head pass where it applies, else the modules
+    torch_layer = ct("EagleHead.forward") + ct("HeadPass.__call__")
     head_layer, draft_lm = torch_layer + ct("FusedPass.run"), ct("Drafter._logits") + ct("FusedPass.top")
     head_inputs = ct("Drafter._run") - torch_layer
     draft_mask = (ct("Drafter._expand") - ct_from("Drafter._run", "Drafter._expand")
@@ -74,7 +74,7 @@ def _breakdown(stats: pstats.Stats, total_s: float) -> tuple[list[tuple[str, flo
     # LM-head call inside a profiled cycle comes from _accept (the prefill is not profiled).
     accept_lm = ct("Target.logits")
     rows = [
-        ("draft: head layer (FusedPass.run, LeanHead.__call__ or EagleHead.forward)", head_layer),
+        ("draft: head layer (FusedPass.run, HeadPass.__call__ or EagleHead.forward)", head_layer),
         ("draft: draft LM head + top k (FusedPass.top or Drafter._logits)", draft_lm),
         ("draft: head inputs (embedding, concat)", head_inputs),
         ("draft: head attention masks (_expand)", draft_mask),

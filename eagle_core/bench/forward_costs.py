@@ -5,7 +5,7 @@
 For each CPU linear-layer backend of eagle_core.cpu.kernels (and the one the engine chose), time one
 forward of k new tokens through the model body and the LM head (logits for all k rows, as a
 verification needs) on a cache of `context` tokens, for k = 1 (a vanilla step) up to 64 (a large
-tree). With the lean forward (eagle_core/cpu/forward.py) the chosen kernels are timed twice, through it
+tree). With the CPU decoder (eagle_core/cpu/forward.py) the chosen kernels are timed twice, through it
 and through transformers' modules; the other backends run through transformers. Reported as ms
 and as t(k)/t(1). t(1) is set against the streaming bound: the fp32 weights
 a step must read once, divided by the read bandwidth measured in the same process.
@@ -74,22 +74,22 @@ def measure(target, backends=None, rows=ROWS, context: int = 300, repeats: int =
     by_backend, bws = {}, []
     with torch.inference_mode():
         if installed is not None and installed.swaps:
-            lean_path = getattr(target, "lean_forward", None)
-            c_layers = lean_path is not None and lean_path.c_layers and kernels.library() is not None
+            decoder = getattr(target, "cpu_decoder", None)
+            c_layers = decoder is not None and decoder.c_layers and kernels.library() is not None
             name = f"chosen: {chosen}" + (", layer.c per layer" if c_layers else "")
             by_backend[name] = time_forward(target, rows, context, repeats, bandwidth=bws)
-            if c_layers:  # the lean forward's torch operations, on the same packed weights
-                lean_path.c_layers = False
+            if c_layers:  # the CPU decoder's torch operations, on the same packed weights
+                decoder.c_layers = False
                 try:
-                    by_backend["chosen kernels, lean forward's torch operations"] = time_forward(target, rows, context, repeats)
+                    by_backend["chosen kernels, CPU decoder's torch operations"] = time_forward(target, rows, context, repeats)
                 finally:
-                    lean_path.c_layers = True
-            if lean_path is not None:  # the same kernels through transformers' modules
-                target.lean_forward = None
+                    decoder.c_layers = True
+            if decoder is not None:  # the same kernels through transformers' modules
+                target.cpu_decoder = None
                 try:
                     by_backend["chosen kernels, transformers forward"] = time_forward(target, rows, context, repeats)
                 finally:
-                    target.lean_forward = lean_path
+                    target.cpu_decoder = decoder
         for name in names:
             with installed.stock() if installed is not None else contextlib.nullcontext():
                 probe = kernels.install(target.model, name)

@@ -6,7 +6,9 @@
     drafting    the drafter's side: its weights' storage and which pass drafts (the drafter asks it first)
     head_pass   the draft head's pass in a few calls
     fused_pass  a whole drafting pass (head, draft LM head, top k) as one kernel call
+    status      which path runs and why, said once for the CLI, the page and the hardware panel
 """
 from .options import FastPath
+from .status import PathStatus, path_line, path_status
 
-__all__ = ["FastPath"]
+__all__ = ["FastPath", "PathStatus", "path_line", "path_status"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from ..tree import frontier_mask
 from . import fused_pass, head_pass, kernels
 
 
@@ -37,8 +38,8 @@ def head_products_int8(head, on: bool) -> None:
 
 class CpuDrafting:
     """One drafter's CPU path (see the module docstring). `lm` is the draft LM-head product the
-    drafter uses on every path; `lean` and `fused` are its passes (None: not here, with the reason
-    in `lean_note` / `fused_note`)."""
+    drafter uses on every path; `head_pass` and `fused` are its passes (None: not here, with the reason
+    in `head_pass_note` / `fused_note`)."""
 
     def __init__(self, drafter, fast):
         head, target = drafter.head, drafter.target
@@ -47,7 +48,7 @@ class CpuDrafting:
         if target.kernels is not None and target.kernels.swaps:
             kernels.install(head, target.kernels.policy)
         head_products_int8(head, own and fast.head_weights == "int8")
-        self.lean, self.lean_note = head_pass.build(head, fast)
+        self.head_pass, self.head_pass_note = head_pass.build(head, fast)
         self.fused, self.fused_note = fused_pass.build(self, fast)
 
     def _draft_lm(self, w, target, fast):
@@ -73,9 +74,9 @@ class CpuDrafting:
         return None
 
     def run(self, emb, feats, positions, cache, mask):
-        """The head on (emb, feats) rows through the lean pass -> (n, H)."""
-        if self.lean is not None and self.lean.applies(feats):
-            return self.lean(emb.to(feats.dtype), feats, positions, cache, mask)
+        """The head on (emb, feats) rows through the head pass -> (n, H)."""
+        if self.head_pass is not None and self.head_pass.applies(feats):
+            return self.head_pass(emb.to(feats.dtype), feats, positions, cache, mask)
         return None
 
     def catch_up(self, next_tokens, feats, start_pos: int, cache, fuse: bool = False):
@@ -87,28 +88,19 @@ class CpuDrafting:
         return self.fused.run(next_tokens, list(rows), start_pos, 1, cache, None, fuse=fuse)[0]
 
     def fuse(self, feats):
-        """EAGLE-3: the captured target layers (m, 3H) -> (m, H) through the lean pass's fc."""
-        return self.lean.fuse(feats) if self.lean is not None and self.lean.applies(feats) else None
+        """EAGLE-3: the captured target layers (m, 3H) -> (m, H) through the head pass's fc."""
+        return self.head_pass.fuse(feats) if self.head_pass is not None and self.head_pass.applies(feats) else None
 
     def expand_top(self, cache, tree, frontier: list[int], parents: list[torch.Tensor], pos: int, k: int):
         """The drafter's expansion and each node's top k in one kernel call -> (features (m, H),
         (values, ids) host lists or None); None where the fused pass does not apply."""
         if self.fused is None or not self.fused.applies(parents[0]):
             return None
-        m, base = len(frontier), cache.length
-        rows = []
-        for j, node in enumerate(frontier):
-            row = bytearray(base + m)  # the kernel's mask row: 1 = may attend
-            row[:tree.committed] = b"\x01" * tree.committed
-            a = tree.parents[node]
-            while a > 0:
-                row[tree.slots[a]] = 1
-                a = tree.parents[a]
-            row[base + j] = 1
-            tree.slots[node] = base + j
-            rows.append(row)
-        return self.fused.run([tree.tokens[i] for i in frontier], parents, pos, 0, cache, bytes(b"".join(rows)),
-                              min(k, self.lm.out_features))
+        base = cache.length
+        mask = frontier_mask(tree.parents, tree.slots, tree.committed, frontier, base)  # tree.py's, as the drafter's
+        tree.slots.update({node: base + j for j, node in enumerate(frontier)})
+        return self.fused.run([tree.tokens[i] for i in frontier], parents, pos, 0, cache, mask.numpy().tobytes(),
+                              min(k, self.lm.out_features))  # the kernel's mask: a byte per entry, 1 = may attend
 
 
 def for_drafter(drafter) -> CpuDrafting | None:

@@ -1,4 +1,4 @@
-"""A lean forward of the target's decoder on a CPU: the same arithmetic as transformers, less overhead.
+"""The CPU decoder: the target's decoder forward on a CPU, the same arithmetic as transformers with less overhead.
 
 Through transformers a decode step of the default model (30 layers) spends almost half its time
 outside its matrix products: Python per module, small tensor ops and 7 separate products per layer
@@ -15,7 +15,7 @@ arguments the model would pass it (tree masks as given, causal otherwise, paddin
 each small op is the one transformers runs, elementwise in the same order. The fused products go
 through the kernels the target already uses (eagle_core.cpu.kernels): smallgemm computes every output
 with one accumulator in a fixed order, so a fused product gives the same bits as separate ones, and
-with it these torch operations equal the transformers forward bit for bit (tests/test_lean.py).
+with it these torch operations equal the transformers forward bit for bit (tests/test_cpu_decoder.py).
 
 On the engine's path (one sequence of at most 64 rows, its attention kernel and growing cache,
 every product on smallgemm) each layer is ONE call into kernels/layer.c, which does all of the
@@ -23,7 +23,7 @@ above in C: at batch size 1 a layer's ~25 torch operations and 5 kernel calls ar
 third of a decode step in Python and dispatch alone (same section). Its norm and silu are computed
 in C (a fixed summation order, a vectorised exp), so that path agrees with transformers to
 float32 rounding, not bit for bit; it is row invariant like every kernel here, so greedy EAGLE
-still reproduces vanilla decoding exactly (tests/test_lean.py). FastPath(passes="ops") keeps the
+still reproduces vanilla decoding exactly (tests/test_cpu_decoder.py). FastPath(passes="ops") keeps the
 torch operations (bit for bit with transformers); a long prefill always takes them.
 
 `build(target)` decides once per model whether this applies (Llama / Qwen2 / Mistral decoders,
@@ -124,7 +124,7 @@ def own_product(lin: kernels.Linear, own: bool = False) -> Product:
     """An unfused product (o_proj, down_proj) on the Linear's own prepared weight (`own`: packed
     for smallgemm, in a copy of its own if the Linear was given another backend)."""
     if own and lin.backend is not kernels.SmallGemm:
-        lin._state, lin._version = None, None  # not read by the lean forward: repacked on first use
+        lin._state, lin._version = None, None  # not read by the CPU decoder: repacked on first use
         return stacked_product(None, [lin], own=True)
     if lin._state is None or lin._version != kernels.weight_version(lin.weight):
         lin.prepare()
@@ -132,7 +132,7 @@ def own_product(lin: kernels.Linear, own: bool = False) -> Product:
 
 
 class _Layer:
-    """One decoder layer's weights in the form the lean forward uses."""
+    """One decoder layer's weights in the form the CPU decoder uses."""
 
     __slots__ = ("attn", "ln1", "eps1", "ln2", "eps2", "qkv", "o", "gate_up", "down", "scaling", "c_args")
 
@@ -171,9 +171,9 @@ def _global_hooks() -> bool:
 
 
 def unsupported(target) -> str | None:
-    """Why the lean forward cannot run this target (None: it can)."""
+    """Why the CPU decoder cannot run this target (None: it can)."""
     if not str(target.device).startswith("cpu") or target.dtype is not torch.float32:
-        return f"{target.device} {str(target.dtype).replace('torch.', '')} (lean: CPU float32 only)"
+        return f"{target.device} {str(target.dtype).replace('torch.', '')} (the CPU decoder: CPU float32 only)"
     inst, fast = target.kernels, target.fast
     if inst is None or not inst.swaps:
         return "eagle_core.cpu.kernels not installed"
@@ -220,8 +220,8 @@ def unsupported(target) -> str | None:
     return None
 
 
-class LeanDecoder:
-    """The lean forward of one target's decoder body (see the module docstring)."""
+class CpuDecoder:
+    """The CPU decoder of one target's decoder body (see the module docstring)."""
 
     def __init__(self, target):
         self.body, self.config, self.installed = target.body, target.config, target.kernels
@@ -275,7 +275,7 @@ class LeanDecoder:
                     self._pack()
 
     def applies(self, input_ids, cache, attention_mask) -> bool:
-        """Can this call take the lean path? (Else the target runs transformers for it.)"""
+        """Can this call take the CPU decoder? (Else the target runs transformers for it.)"""
         attn, q = self._probe
         return (attn.q_proj is q and not self.body.training
                 and self.config._attn_implementation in ATTENTIONS
@@ -371,9 +371,9 @@ class LeanDecoder:
         return h
 
 
-def build(target) -> tuple[LeanDecoder | None, str, str]:
-    """-> (the lean decoder or None, "lean" or "transformers", why the transformers path)."""
+def build(target) -> tuple[CpuDecoder | None, str, str]:
+    """-> (the CPU decoder or None, "cpu" or "transformers", why the transformers path)."""
     reason = unsupported(target)
     if reason is not None:
         return None, "transformers", reason
-    return LeanDecoder(target), "lean", ""
+    return CpuDecoder(target), "cpu", ""

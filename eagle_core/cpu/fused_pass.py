@@ -1,19 +1,19 @@
 """A drafting pass as ONE kernel call on a CPU (kernels/layer.c: head_pass, lm_top).
 
-A drafting cycle on the CPU tree is two head passes and two draft LM heads. Through the lean pass
+A drafting cycle on the CPU tree is two head passes and two draft LM heads. Through the head pass
 (eagle_core/cpu/head_pass.py) each pass is still ~30 torch operations and five kernel calls, and they
 run right after a verification has streamed the target's ~540 MB of weights through the caches:
 every Python and torch step then meets its code and data cold. Here a pass is the embedding rows,
 the head's input (EAGLE-1/2: cat and fc; EAGLE-3: fc over the captured layers on a catch-up, the
 two input norms), the decoder layer, the draft LM head, its top k and the ids in one call, and the
-root's top k a second. For EAGLE-1/2 every step is the operation the lean pass makes, through the
+root's top k a second. For EAGLE-1/2 every step is the operation the head pass makes, through the
 same kernels, so the drafts and their q are the same bits; EAGLE-3's norms are computed in C, equal
-to torch's to float32 rounding, as the lean pass's layer.c already does for the layer's own norm
+to torch's to float32 rounding, as the head pass's layer.c already does for the layer's own norm
 (tests/test_draft_fused.py). Only the cost changes (docs/performance.md).
 
-It applies where the lean pass runs a one-layer head as one layer.c call and the draft LM head is on
+It applies where the head pass runs a one-layer head as one layer.c call and the draft LM head is on
 eagle_core.cpu.kernels' own storages; elsewhere (other devices, other backends, hooks, several layers)
-`build` returns None and the drafter takes the lean pass; so does FastPath(passes="layers").
+`build` returns None and the drafter takes the head pass; so does FastPath(passes="layers").
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class _HeadPassArgs(ctypes.Structure):
 
 
 def _kind(product) -> int | None:
-    """The storage layer.c's gemm reads for a lean-pass product or a kernels.Linear, or None."""
+    """The storage layer.c's gemm reads for a head-pass product or a kernels.Linear, or None."""
     run = getattr(product, "run", None) or getattr(getattr(product, "backend", None), "run", None)
     return _KIND.get(run)
 
@@ -53,7 +53,7 @@ def _ptr(t) -> int | None:
 
 
 class FusedPass:
-    """The drafter's passes as kernel calls. What the call reads is rebuilt whenever the lean pass
+    """The drafter's passes as kernel calls. What the call reads is rebuilt whenever the head pass
     repacks or the LM head's storage is prepared again, and the tensors it points into are kept."""
 
     def __init__(self, drafter):
@@ -64,8 +64,8 @@ class FusedPass:
         """(the call's constant part, the tensors it points into: the caller holds them for the call,
         so a rebuild by another thread cannot free them under it)."""
         d = self.drafter
-        lean, lm = d.lean, d.lm
-        packed = lean.packed()
+        hp, lm = d.head_pass, d.lm
+        packed = hp.packed()
         if lm._version != kernels.weight_version(lm.weight):
             lm.prepare()
         key = (id(packed), id(lm._state))
@@ -89,7 +89,7 @@ class FusedPass:
         a.w[:], a.b[:] = args[4::2], args[5::2]
         a.fc_in = d.head.fc.weight.shape[1]
         norms = ()
-        if d.lean.eagle3:  # the midlayer's two input norms, the residual's choice, the head's final norm
+        if d.head_pass.eagle3:  # the midlayer's two input norms, the residual's choice, the head's final norm
             (en, a.emb_eps), (hn, a.hidden_eps), final = packed.emb_norm, packed.hidden_norm, d.head.norm
             norms = tuple(t.detach().contiguous() for t in (en, hn, final.weight))
             a.eagle3, a.norm_before_residual = 1, int(packed.norm_before_residual)
@@ -99,7 +99,7 @@ class FusedPass:
 
     def applies(self, feats: torch.Tensor) -> bool:
         d = self.drafter
-        return (d.lean is not None and d.lean.c_layers and d.lean.applies(feats)
+        return (d.head_pass is not None and d.head_pass.c_layers and d.head_pass.applies(feats)
                 and not has_hooks(d.embed) and _kind(d.lm) is not None and kernels.library() is not None)
 
     def run(self, tokens, feats: list[torch.Tensor], pos0: int, pos_step: int, cache, mask: bytes | None,
@@ -110,7 +110,7 @@ class FusedPass:
         target's captured layers, fused by the head's fc first. -> (h (n, H), and with k > 0 the
         top k of rows top_from.. as (values, target ids) host lists, or None where the kernel could
         not serve them: the caller computes them)."""
-        (a, keep), lean = self._current(), self.drafter.lean
+        (a, keep), hp = self._current(), self.drafter.head_pass
         width = a.fc_in if fuse and a.eagle3 else a.D
         if any(f.numel() != width or f.dtype is not torch.float32 or not f.is_contiguous() for f in feats):
             raise ValueError(f"drafting pass: each feature must be {width} contiguous float32 values")
@@ -123,7 +123,7 @@ class FusedPass:
         start, cap = lc.length, lc.k.shape[2]
         if start + n > cap:
             raise ValueError(f"head cache full ({cap} positions)")
-        cos, sin = lean.rope_tables(cap)
+        cos, sin = hp.rope_tables(cap)
         h = torch.empty(n, a.D)
         rows = n - top_from if k > 0 else 0
         top_v, top_i = (ctypes.c_float * (rows * k))(), (ctypes.c_int64 * (rows * k))()
@@ -135,7 +135,7 @@ class FusedPass:
         if rc < 0:
             raise RuntimeError(f"drafting pass kernel: {_ERRORS.get(rc, rc)}")
         lc.length = start + n
-        lean.c_calls += 1
+        hp.c_calls += 1
         return h, (_rows(top_v, top_i, rows, k) if k > 0 and rc == 0 else None)
 
     def top(self, feats: torch.Tensor, k: int):
@@ -158,15 +158,15 @@ def _rows(top_v, top_i, m: int, k: int):
 def build(drafter, fast) -> tuple[FusedPass | None, str]:
     """-> (the fused pass or None, why not), decided once per drafter (`drafter`: its CpuDrafting,
     cpu/drafting.py) under the options `fast`; a call checks `applies`."""
-    lean = drafter.lean
+    hp = drafter.head_pass
     if not fast.allows("fused"):
         return None, f"FastPath(passes={fast.passes!r})"
-    if lean is None:
-        return None, "no lean head pass"
-    layers = lean.packed().layers
-    if len(layers) != 1 or layers[0].c_args is None or not lean.c_layers:
+    if hp is None:
+        return None, "no head pass"
+    layers = hp.packed().layers
+    if len(layers) != 1 or layers[0].c_args is None or not hp.c_layers:
         return None, "the head is not one layer.c layer"
-    if _kind(lean.packed().fc) is None or _kind(drafter.lm) is None:
+    if _kind(hp.packed().fc) is None or _kind(drafter.lm) is None:
         return None, "fc or the draft LM head not on eagle_core.cpu.kernels' storages"
     emb = getattr(drafter.embed, "weight", None)
     if (not isinstance(drafter.embed, torch.nn.Embedding) or emb.dtype is not torch.float32

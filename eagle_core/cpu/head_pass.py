@@ -1,4 +1,4 @@
-"""A lean drafting pass of the draft head on a CPU: the head's arithmetic in a few calls.
+"""The head pass: a drafting pass of the draft head on a CPU: the head's arithmetic in a few calls.
 
 A drafting cycle runs the head twice (a catch-up on the accepted tokens, then one expansion per
 tree depth), each on one or two rows. Through its modules most of a pass is not the head's eight
@@ -16,10 +16,10 @@ Every operation is the one the modules run, elementwise in the same order, and t
 go through smallgemm (one accumulator per output in a fixed order, so stacking changes no bit).
 Drafting with a cache on a CPU in float32 takes this attention kernel in the modules too
 (drafting/head_layers.py, AttentionBlock.attend), so these torch operations equal the module pass bit for bit
-(tests/test_lean_head.py). Training never has a cache and keeps SDPA.
+(tests/test_head_pass.py). Training never has a cache and keeps SDPA.
 
 Where every product of a layer is on smallgemm (float32 or float16 panels), the layer from the
-q/k/v product to the last residual is ONE call into kernels/layer.c, as in the target's lean
+q/k/v product to the last residual is ONE call into kernels/layer.c, as in the target's CPU
 forward (eagle_core/cpu/forward.py): the same trees, q values equal to float32 rounding (its norm and
 silu are computed in C). FastPath(passes="ops") keeps the torch operations.
 
@@ -45,7 +45,7 @@ from .forward import rms_norm as _rms  # head_layers.RMSNorm on float32, op for 
 def _product(installed, parts):
     """The product with the stacked weights (and biases) of `parts`: from float16 storage where
     every weight is a float16 (a head read from its float16 checkpoint: the same bits from half the
-    bytes, kernels.SmallGemm16), else as the target's lean forward makes it."""
+    bytes, kernels.SmallGemm16), else as the target's CPU decoder makes it."""
     w = torch.cat([p.weight.detach() for p in parts])
     if all(p.backend is kernels.SmallGemm8 for p in parts):  # int8 rows, quantized per row as in each part
         storage = kernels.SmallGemm8
@@ -58,14 +58,14 @@ def _product(installed, parts):
 
 
 class _HeadLayer:
-    """One decoder layer of a head in the lean form: fused products, norm weights, sizes."""
+    """One decoder layer of a head in the head pass's form: fused products, norm weights, sizes."""
 
     __slots__ = ("pre", "pre_eps", "post", "eps", "qkv", "o", "gate_up", "down", "H", "G", "d", "inter", "c_args")
 
     def __init__(self, layer, installed):
         a, m = layer.self_attn, layer.mlp
         pre = getattr(layer, "input_layernorm", None)
-        self.pre = None if pre is None else pre.weight.detach()  # (EAGLE-3's midlayer: LeanHead reads its own)
+        self.pre = None if pre is None else pre.weight.detach()  # (EAGLE-3's midlayer: HeadPass reads its own)
         self.pre_eps = None if pre is None else pre.eps
         self.post = layer.post_attention_layernorm.weight.detach()
         self.eps = layer.post_attention_layernorm.eps
@@ -102,14 +102,14 @@ def products(head) -> list:
 
 
 def unsupported(head, fast) -> str | None:
-    """Why the lean pass cannot run this head under the options `fast` (None: it can)."""
+    """Why the head pass cannot run this head under the options `fast` (None: it can)."""
     if not isinstance(head, (EagleHead, Eagle3Head)):
         return f"head type {type(head).__name__}"
     if kernels.library() is None:
         return "eagle_core.cpu.kernels not built"
     params = list(head.parameters())
     if any(p.device.type != "cpu" or p.dtype is not torch.float32 for p in params):
-        return "lean head pass: CPU float32 only"
+        return "head pass: CPU float32 only"
     prods = products(head)
     if not all(isinstance(p, kernels.Linear) for p in prods):  # (the pass packs its own smallgemm panels)
         return "the head's products are not on eagle_core.cpu.kernels (smallgemm)"
@@ -124,8 +124,8 @@ def unsupported(head, fast) -> str | None:
     return None
 
 
-class LeanHead:
-    """The lean drafting pass of one head (see the module docstring). What a call reads (the packed
+class HeadPass:
+    """The drafting pass of one head on a CPU (see the module docstring). What a call reads (the packed
     weights, the RoPE tables) is replaced whole, never edited, so a call running beside a repack
     sees one consistent version."""
 
@@ -253,7 +253,7 @@ class LeanHead:
         return h + L.down(F.silu(gu[:, : L.inter]) * gu[:, L.inter:])
 
 
-def build(head, fast) -> tuple[LeanHead | None, str]:
-    """-> (the lean pass or None, why not), under the options `fast` (cpu/options.py)."""
+def build(head, fast) -> tuple[HeadPass | None, str]:
+    """-> (the head pass or None, why not), under the options `fast` (cpu/options.py)."""
     reason = unsupported(head, fast)
-    return (None, reason) if reason is not None else (LeanHead(head, fast.allows("layers")), "")
+    return (None, reason) if reason is not None else (HeadPass(head, fast.allows("layers")), "")

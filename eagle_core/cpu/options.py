@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .kernels.build import PORTABLE_ENV, portable_forced
+from .kernels import attention as _attention, compact as _compact, rows as _rows
+from .kernels.build import PORTABLE_ENV, library as _library, portable_forced
 
 PASSES = ("fused", "layers", "ops", "modules")  # deepest first
 DRAFT_ROWS = ("int8", "float16", "float32")
@@ -50,6 +51,40 @@ class FastPath:
     @classmethod
     def portable(cls) -> "FastPath":
         return cls(kernels="stock", passes="modules", draft_rows="float32", head_weights="as loaded")
+
+    @property
+    def calls_library(self) -> bool:
+        """May this path call the C library at all? Never on the portable path (kernels="stock"), whatever
+        the library's state: a target on another device gets the portable path (target/model.py)."""
+        return self.kernels != "stock"
+
+    def library(self):
+        """The C library as this path sees it: None on the portable path (never built nor loaded there),
+        else the compiled library or None (the reason in kernels.library_error())."""
+        return _library() if self.calls_library else None
+
+    # -- the cycle's small C calls, made only through here. Each answers None (False) where it does not
+    # serve (the portable path, another device or dtype, no library) and the caller computes the same
+    # with torch. The kernels look at the tensors' device before they look for the library.
+    def row_stats(self, rows):
+        """The acceptance walk's max, argmax and logsumexp per row (kernels/rows.c), or None."""
+        return _rows.row_stats(rows) if self.calls_library else None
+
+    def row_topk(self, rows, k: int):
+        """The drafter's k best log-softmax values per row and their indices (kernels/rows.c), or None."""
+        return _rows.row_topk(rows, k) if self.calls_library else None
+
+    def move_rows(self, layers, context: int, keep: list[int]) -> bool:
+        """The target's KV cache compacted to the accepted path in one call (kernels/compact.c); False:
+        nothing moved."""
+        return self.calls_library and _compact.move_rows(layers, context, keep)
+
+    def attend_cache(self, q, cache, length: int, mask):
+        """A draft head's attention through its cache (kernels/attention.c): q (1, H, n, d) -> (1, H, n,
+        d), or None. `cache`: the head's LayerCache, `length` entries valid."""
+        if not (self.calls_library and _attention.serves_cache(q, cache.k, mask)):
+            return None
+        return _attention.attend_cache(q[0].contiguous(), cache.k[0], cache.v[0], length, mask).transpose(0, 1)[None]
 
     def allows(self, passes: str) -> bool:
         """Whether the passes may go as far as `passes` ("fused", "layers", "ops")."""

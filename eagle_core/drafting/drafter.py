@@ -26,10 +26,9 @@ import torch
 
 from ..cpu.drafting import for_drafter
 from ..cpu.kernels import linear_of
-from ..cpu.kernels.rows import row_topk
 from ..config import DecodeSettings
 from .head import EagleHead, HeadCache
-from ..tree import DraftTree, select_closed_top, static_tree_layout
+from ..tree import DraftTree, frontier_mask, select_closed_top, static_tree_layout
 from ..verify import logits_to_probs
 
 
@@ -102,7 +101,11 @@ class Drafter:
         return vocab_map, w[vocab_map].detach().clone()
 
     def new_cache(self, max_len: int) -> HeadCache:
-        return self.head.new_cache(max_len)
+        """The head's cache for one generation; its attention goes through the target's fast path
+        (FastPath.attend_cache: the engine's kernel on a CPU, torch's elsewhere)."""
+        cache = self.head.new_cache(max_len)
+        cache.attend_with(self.target.fast.attend_cache)
+        return cache
 
     # -- small helpers -----------------------------------------------------------------------
     def _logits(self, feats: torch.Tensor) -> torch.Tensor:
@@ -115,13 +118,14 @@ class Drafter:
     def _top(self, feats: torch.Tensor, k: int) -> tuple[list[list[float]], list[list[int]]]:
         """(m, H) predicted features -> each row's k best draft tokens: their log q (descending)
         and target ids, as host lists (one transfer). On a CPU one row kernel call (rows.c's
-        row_topk, where torch made three calls over the whole draft vocabulary a row)."""
+        row_topk through the target's FastPath, where torch made three calls over the whole draft
+        vocabulary a row)."""
         k = min(k, self.lm.out_features)
         top = self.cpu.top(feats, k) if self.cpu is not None else None
         if top is not None:
             return top
         logits = self._logits(feats)
-        v, i = row_topk(logits, k) or torch.log_softmax(logits, -1).topk(k, dim=-1)
+        v, i = self.target.fast.row_topk(logits, k) or torch.log_softmax(logits, -1).topk(k, dim=-1)
         v, i = torch.stack([v.double(), self._ids(i).double()]).tolist()  # one transfer from a device
         return v, [[int(t) for t in row] for row in i]
 
@@ -181,15 +185,8 @@ class Drafter:
         -> their predicted features (m, H)."""
         m = len(frontier)
         base = cache.length
-        mask = torch.zeros(m, base + m, dtype=torch.bool)  # built on the host, copied to the device once
-        mask[:, :tree.committed] = True
-        for j, node in enumerate(frontier):
-            a = tree.parents[node]
-            while a > 0:  # ancestors below the root were expanded earlier and have slots
-                mask[j, tree.slots[a]] = True
-                a = tree.parents[a]
-            mask[j, base + j] = True
-            tree.slots[node] = base + j
+        mask = frontier_mask(tree.parents, tree.slots, tree.committed, frontier, base)  # copied to the device once
+        tree.slots.update({node: base + j for j, node in enumerate(frontier)})
         dev = parent_feats.device
         toks = torch.tensor([tree.tokens[i] for i in frontier], device=dev)
         positions = torch.full((m,), pos, dtype=torch.long, device=dev)

@@ -10,8 +10,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..cpu.kernels import attention as _kernel_attention
-
 
 def _rope_theta(target_config) -> float:
     theta = getattr(target_config, "rope_theta", None)
@@ -68,6 +66,9 @@ class LayerCache:
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0  # entries [0, length) are valid
+        # (q, this cache, length, mask) -> the attention output or None: the drafter's fast path
+        # (FastPath.attend_cache, set through HeadCache.attend_with); None: torch's attention
+        self.attend = None
 
     def append(self, k: torch.Tensor, v: torch.Tensor):
         n = k.shape[2]
@@ -96,6 +97,11 @@ class HeadCache:
     def crop(self, length: int):
         for c in self.layers:
             c.crop(length)
+
+    def attend_with(self, attend) -> None:
+        """Attend through `attend` (FastPath.attend_cache, or None: torch) in every layer."""
+        for c in self.layers:
+            c.attend = attend
 
 
 def attention(q, keys, values, n_heads: int, mask=None, diagonal=()):
@@ -133,9 +139,9 @@ class AttentionBlock(nn.Module):
             start = cache.length
             cache.append(k, v)
             length = start + k.shape[2]
-            if _kernel_attention.serves_cache(q, cache.k, mask):  # drafting on a CPU: the engine's kernel
-                return _kernel_attention.attend_cache(q[0].contiguous(), cache.k[0], cache.v[0], length,
-                                                      mask).transpose(0, 1)[None]
+            out = cache.attend(q, cache, length, mask) if cache.attend is not None else None
+            if out is not None:  # drafting on a CPU: the engine's kernel, through the target's FastPath
+                return out
             k, v = cache.k[:, :, :length], cache.v[:, :, :length]
         return attention(q, k, v, self.n_heads, mask)
 

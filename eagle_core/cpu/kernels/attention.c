@@ -10,8 +10,8 @@
  * (dot product over d, max, sum of exp, weighted sum of values) runs in a fixed order over those
  * keys alone. A tree node that sees the context plus its ancestors therefore gets the same bits as
  * the same token decoded one at a time, where those keys are the whole cache. The softmax's exp is
- * vecmath.h's exp8, lane by lane the same bits wherever a key falls (it was libm's scalar expf, about
- * 30% of the kernel's time).
+ * vecmath.h's exp8, lane by lane the same bits wherever a key falls, in place of libm's scalar expf,
+ * which cost too much of the kernel's time (docs/performance.md, "The kernels' choices, measured").
  */
 #include <immintrin.h>
 #include <math.h>

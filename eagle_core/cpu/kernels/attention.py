@@ -80,8 +80,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
     (A batched decode step, B rows of one token, goes to `grouped_step`.)"""
     if _batched_step(query, key, value, attention_mask, dropout, kwargs):
         return grouped_step(query, key, value, attention_mask, scaling), None
-    lib = library()
-    if lib is None or kwargs.get("softcap") is not None or kwargs.get("position_bias") is not None \
+    if kwargs.get("softcap") is not None or kwargs.get("position_bias") is not None \
             or not _eligible(query, key, value, attention_mask, dropout):
         return _sdpa(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                      is_causal=is_causal, **kwargs)
@@ -97,7 +96,35 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
         mask = mask.to(torch.float32).contiguous()
     scale = scaling if scaling is not None else d ** -0.5
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    lib = library()
+    if lib is None:  # no C kernels here (no compiler, no AVX2): the same invariance from torch, row by row
+        return attend_rows(q, k, v, L, mask, scale, causal).unsqueeze(0), None
     return _attend(lib, q, k, v, L, mask, scale, causal).unsqueeze(0), None
+
+
+MASKED = -1e30  # additive mask values at or below this are "not visible" (attention.c's MASKED)
+
+
+def attend_rows(q, k, v, length: int, mask, scale: float, causal) -> torch.Tensor:
+    """attention.c's contract in torch, for a CPU without the kernels: each query row attends over
+    exactly the keys it may see, gathered in cache order into a fresh tensor, with the same torch
+    operations on the same shapes as that token decoded alone (where those keys are the whole cache).
+    So a tree node gets the same bits as vanilla's step: row invariant by construction, like the
+    products' `rowwise` backend. q (H, n, d); k, v (G, >= length, d); mask None or (n, length) additive.
+    -> (n, H, d)."""
+    H, n, d = q.shape
+    G = k.shape[0]
+    out = torch.empty(n, H, d)
+    for i in range(n):
+        if mask is not None:
+            seen = (mask[i, :length] > MASKED).nonzero()[:, 0]
+        else:
+            seen = torch.arange(length - n + i + 1 if causal else length)
+        bias = mask[i].index_select(0, seen) if mask is not None else torch.zeros(len(seen))
+        kk, vv = k.index_select(1, seen), v.index_select(1, seen)  # (G, m, d), fresh and contiguous
+        s = torch.matmul(q[:, i].reshape(G, H // G, d), kk.transpose(-1, -2)) * scale + bias  # (G, H/G, m)
+        out[i] = torch.matmul(torch.softmax(s, dim=-1), vv).reshape(H, d)
+    return out
 
 
 def _attend(lib, q, k, v, length: int, mask, scale: float, causal) -> torch.Tensor:

@@ -129,11 +129,24 @@ def library():
                 os.makedirs(cache_dir(), exist_ok=True)
                 lib = compile_kernels(path)
         except (OSError, subprocess.SubprocessError) as e:
-            err = getattr(e, "stderr", b"") or b""
-            why = f"could not build the CPU kernels: {e} {err.decode(errors='replace')[:300]}".strip()
-            lib = None
+            why, lib = build_failure(e), None
     _LIB[:] = [lib, why]
     return lib
+
+
+def build_failure(e: Exception) -> str:
+    """Why the kernels could not be built or loaded, in words a user can act on (the CLI's line and the
+    page say it, eagle_core/cpu/status.py), the compiler's first error line kept."""
+    cc = os.environ.get("CC", "cc")
+    err = (getattr(e, "stderr", b"") or b"").decode(errors="replace").strip().splitlines()
+    detail = f": {err[0][:160]}" if err else ""
+    if isinstance(e, FileNotFoundError):
+        return f"could not build the CPU kernels: no C compiler ({cc!r} not found)"
+    if isinstance(e, subprocess.CalledProcessError):
+        return f"could not build the CPU kernels: the C compiler {cc!r} failed (exit {e.returncode}){detail}"
+    if isinstance(e, subprocess.TimeoutExpired):
+        return f"could not build the CPU kernels: the C compiler {cc!r} took over {e.timeout:.0f} s"
+    return f"could not build or load the CPU kernels: {e}{detail}"
 
 
 def source_bytes() -> bytes:

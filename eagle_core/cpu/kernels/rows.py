@@ -5,7 +5,8 @@ makes two calls (`max`, then `logsumexp`). `row_topk`: the drafter's k best toke
 log-softmax values, where torch makes three (log_softmax over the row, topk, then exp on the host
 side). See rows.c for what they compute and why. Each returns None where it cannot serve (another
 device or dtype, no compiled kernels, a row with NaN or too few finite values), and the caller
-computes the same with torch.
+computes the same with torch. Called only through FastPath (eagle_core/cpu/options.py), which the
+portable path answers without calling them.
 """
 from __future__ import annotations
 
@@ -16,12 +17,11 @@ from .build import library
 
 def _library_for(rows: torch.Tensor):
     """The kernels' library if rows.c can read `rows` ((n, V) float32 on the CPU, rows contiguous,
-    V > 0), else None."""
-    lib = library()
-    if (lib is None or rows.device.type != "cpu" or rows.dtype is not torch.float32
+    V > 0), else None. The tensor is looked at first: rows on a GPU never build the CPU library."""
+    if (rows.device.type != "cpu" or rows.dtype is not torch.float32
             or rows.dim() != 2 or rows.stride(1) != 1 or rows.shape[1] == 0):
         return None
-    return lib
+    return library()
 
 
 def row_stats(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:

@@ -1,4 +1,4 @@
-"""The lean decoder forward (eagle_core.cpu.forward): what it computes is what transformers computes with
+"""The CPU decoder forward (eagle_core.cpu.forward): what it computes is what transformers computes with
 the same kernels, bit for bit where the kernels are bitwise (smallgemm: one accumulator per output,
 so the fused q/k/v and gate/up products give the same bits as separate ones); rows stay invariant;
 EAGLE greedy equals vanilla through it; and everything it does not serve goes to transformers."""
@@ -10,11 +10,11 @@ import torch
 from conftest import CharTokenizer, tiny_head, tiny_target
 from test_kernels import _row_invariance, needs_smallgemm
 from eagle_core import DecodeSettings, Engine, FastPath, from_model
-from eagle_core.cpu import forward as lean, kernels as K
+from eagle_core.cpu import forward as cpu_forward, kernels as K
 from eagle_core.tree import tree_attention_mask, tree_positions
 
 BITWISE = K.library() is not None  # smallgemm installed: assert equal bits, else a tight tolerance
-CONFIGS = {  # name -> (model type, config overrides): what the lean path must get right
+CONFIGS = {  # name -> (model type, config overrides): what the CPU decoder must get right
     "llama": ("llama", {}),
     "qwen2": ("qwen2", {}),  # q/k/v biases, fused with their weights
     "llama-biases": ("llama", dict(attention_bias=True, mlp_bias=True)),  # o_proj and MLP biases too
@@ -50,25 +50,25 @@ def build(kind: str = "llama", vocab: int = 64, seed: int = 0, ctx: int = 512, a
 @contextlib.contextmanager
 def transformers_path(target):
     """The same target, kernels and cache through transformers (the reference)."""
-    saved, target.lean_forward = target.lean_forward, None
+    saved, target.cpu_decoder = target.cpu_decoder, None
     try:
         yield
     finally:
-        target.lean_forward = saved
+        target.cpu_decoder = saved
 
 
 @pytest.fixture
-def lean_calls(monkeypatch):
-    """Counts calls of the lean forward (to show which path a forward took)."""
+def decoder_calls(monkeypatch):
+    """Counts calls of the CPU decoder (to show which path a forward took)."""
     calls = []
-    real = lean.LeanDecoder.forward
-    monkeypatch.setattr(lean.LeanDecoder, "forward", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    real = cpu_forward.CpuDecoder.forward
+    monkeypatch.setattr(cpu_forward.CpuDecoder, "forward", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
     return calls
 
 
 def row_exact(target) -> bool:
     """Do all of `target`'s products run on smallgemm? Its result for an output column depends on
-    that column's weights and the input row only, so the lean forward's fused products (q/k/v in
+    that column's weights and the input row only, so the CPU decoder's fused products (q/k/v in
     one, gate/up in one) give the same bits as transformers' separate ones. Where calibration
     picks oneDNN for some shapes (seen on a Zen 5 EPYC with 1 thread: 576x576 and the fused
     960x576, while 192x576 stays on smallgemm), a fused product may sum in another order."""
@@ -76,14 +76,14 @@ def row_exact(target) -> bool:
 
 
 def c_layers(target) -> bool:
-    """Does `target`'s lean forward run its layers as layer.c calls? Their norm and silu are not
+    """Does `target`'s CPU decoder run its layers as layer.c calls? Their norm and silu are not
     torch's operations, so they agree with transformers to rounding, not bit for bit."""
-    return target.lean_forward is not None and target.lean_forward.c_layers and BITWISE
+    return target.cpu_decoder is not None and target.cpu_decoder.c_layers and BITWISE
 
 
 def same(a, b, target=None, tol=1e-5):
     """Equal bits where the kernels promise them (smallgemm installed and, for a `target`, all of
-    its products on it, through the lean forward's torch operations), else equal within `tol`."""
+    its products on it, through the CPU decoder's torch operations), else equal within `tol`."""
     if BITWISE and (target is None or (row_exact(target) and not c_layers(target))):
         assert torch.equal(a, b), (a - b).abs().max()
     else:
@@ -113,22 +113,22 @@ def scenario(target, seed: int = 0):
 
 @pytest.mark.parametrize("layers", ["torch-ops", "c-layers"])
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_lean_forward_equals_transformers(name, layers, lean_calls, monkeypatch):
+def test_cpu_decoder_equals_transformers(name, layers, decoder_calls, monkeypatch):
     """Through its torch operations (FastPath(passes="ops")) bit for bit; as layer.c calls (the default)
     within float32 rounding, for every forward of at most 64 rows (the 70-row prefill takes the
     torch operations)."""
     kind, over = CONFIGS[name]
     target = build(kind, fast=FastPath(passes="layers" if layers == "c-layers" else "ops"), **over)
-    assert target.forward_path == "lean", target.forward_note
-    assert "lean forward" in target.describe()
+    assert target.forward_path == "cpu", target.forward_note
+    assert "CPU decoder" in target.describe()
     ours, cache = scenario(target)
-    assert len(lean_calls) == 7
+    assert len(decoder_calls) == 7
     # (a sliding-window model's cache has transformers' own window layers: the torch operations)
     grows = name != "mistral-wide-window"
-    assert target.lean_forward.c_calls == (6 if layers == "c-layers" and BITWISE and grows else 0)
+    assert target.cpu_decoder.c_calls == (6 if layers == "c-layers" and BITWISE and grows else 0)
     with transformers_path(target):
         ref, ref_cache = scenario(target)
-    assert len(lean_calls) == 7
+    assert len(decoder_calls) == 7
     for a, b in zip(ours, ref):
         same(a, b, target)
     for a, b in zip(cache.layers, ref_cache.layers):  # the same cache entries, in the same GrowingLayers
@@ -138,20 +138,20 @@ def test_lean_forward_equals_transformers(name, layers, lean_calls, monkeypatch)
 
 
 @pytest.mark.parametrize("impl", ["sdpa", "eager"])
-def test_other_attention_implementations(impl, lean_calls):
-    """Without the engine's attention kernel (e.g. no C compiler) the lean path calls the model's own."""
+def test_other_attention_implementations(impl, decoder_calls):
+    """Without the engine's attention kernel (e.g. no C compiler) the CPU decoder calls the model's own."""
     target = build("qwen2", seed=2)
     target.model.set_attn_implementation(impl)
     ours, _ = scenario(target)
     with transformers_path(target):
         ref, _ = scenario(target)
-    assert len(lean_calls) == 7
+    assert len(decoder_calls) == 7
     for a, b in zip(ours, ref):
         same(a, b, target)
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
-def test_forward_layers_equals_transformers_hooks(kind, lean_calls):
+def test_forward_layers_equals_transformers_hooks(kind, decoder_calls):
     """EAGLE-3's captured layer inputs, with a cache (decoding) and without one, batched and left
     padded with an attention mask (teacher-forced training data)."""
     target = build(kind, seed=3)
@@ -169,7 +169,7 @@ def test_forward_layers_equals_transformers_hooks(kind, lean_calls):
         return [*a, *b, *c]
 
     ours = run()
-    assert len(lean_calls) == 3
+    assert len(decoder_calls) == 3
     with transformers_path(target):
         ref = run()
     for a, b in zip(ours, ref):
@@ -178,12 +178,12 @@ def test_forward_layers_equals_transformers_hooks(kind, lean_calls):
 
 @needs_smallgemm
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
-def test_lean_forward_is_row_invariant(kind, lean_calls):
+def test_cpu_decoder_is_row_invariant(kind, decoder_calls):
     """A token's logits are the same bits alone and inside 5/16/24-row chains and trees."""
     target = tiny_target(kind, vocab=64)
-    assert target.forward_path == "lean"
+    assert target.forward_path == "cpu"
     one_by_one, rows = _row_invariance(target)
-    assert lean_calls
+    assert decoder_calls
     for (shape, m), logits in rows.items():
         for i in range(m if shape == "chain" else 1):
             assert torch.equal(logits[i], one_by_one[i]), (shape, m, i)
@@ -191,7 +191,7 @@ def test_lean_forward_is_row_invariant(kind, lean_calls):
 
 @pytest.mark.parametrize("layers", ["torch-ops", "c-layers"])
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
-def test_eagle_greedy_equals_vanilla_through_lean(kind, layers, lean_calls, monkeypatch):
+def test_eagle_greedy_equals_vanilla_through_lean(kind, layers, decoder_calls, monkeypatch):
     target = tiny_target(kind, seed=1, vocab=8, fast=FastPath(passes="layers" if layers == "c-layers" else "ops"))
     engine = Engine(target, tiny_head(target, seed=11))
     trees = [dict(method="eagle2", depth=6, tree_top_k=8, total_tokens=40), dict(method="eagle1"),
@@ -200,7 +200,7 @@ def test_eagle_greedy_equals_vanilla_through_lean(kind, layers, lean_calls, monk
     runs = [engine.run("hello world", DecodeSettings(max_new_tokens=40, chat_template=False, **t)) for t in trees]
     assert all(r.summary.token_ids == van.summary.token_ids for r in runs)
     assert max(c.accepted_drafts for c in runs[0].cycles) >= 2  # multi-token acceptance was exercised
-    assert lean_calls and (target.lean_forward.c_calls > 0) == c_layers(target)
+    assert decoder_calls and (target.cpu_decoder.c_calls > 0) == c_layers(target)
     with transformers_path(target):  # and the output is the transformers path's, sampling included
         assert engine.run("hello world", DecodeSettings(method="vanilla", max_new_tokens=40,
                                                         chat_template=False)).summary.token_ids == van.summary.token_ids
@@ -211,7 +211,7 @@ def test_eagle_greedy_equals_vanilla_through_lean(kind, layers, lean_calls, monk
 
 
 # ---- fallbacks -----------------------------------------------------------------------------------
-def test_stock_kernels_take_the_transformers_path(lean_calls):
+def test_stock_kernels_take_the_transformers_path(decoder_calls):
     target = tiny_target("llama", vocab=64)
     ids = torch.randint(0, 64, (1, 9), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
@@ -219,19 +219,19 @@ def test_stock_kernels_take_the_transformers_path(lean_calls):
         with target.stock_kernels():
             stock = target.forward(ids, target.new_cache())
             layers = target.forward_layers(ids, (1,))
-    assert len(lean_calls) == 1  # the stock forward and forward_layers went to transformers
+    assert len(decoder_calls) == 1  # the stock forward and forward_layers went to transformers
     torch.testing.assert_close(stock, fast, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(layers[0], fast, rtol=1e-5, atol=1e-5)
     plain = build("llama", fast=FastPath(kernels="stock"))
     assert plain.forward_path == "transformers" and "not installed" in plain.forward_note
 
 
-def test_the_options_can_keep_the_transformers_path(lean_calls):
+def test_the_options_can_keep_the_transformers_path(decoder_calls):
     target = tiny_target("qwen2", vocab=64, fast=FastPath(passes="modules"))
     assert target.forward_path == "transformers" and target.forward_note == "FastPath(passes='modules')"
     assert "transformers forward: FastPath(passes='modules')" in target.describe()
     van = Engine(target).run("abc", DecodeSettings(method="vanilla", max_new_tokens=8, chat_template=False))
-    assert van.summary.new_tokens == 8 and not lean_calls
+    assert van.summary.new_tokens == 8 and not decoder_calls
 
 
 @pytest.mark.parametrize("kind, over, why", [
@@ -239,12 +239,12 @@ def test_the_options_can_keep_the_transformers_path(lean_calls):
     ("qwen2", dict(use_sliding_window=True, sliding_window=16, max_window_layers=1), "sliding-window"),
     ("llama", dict(hidden_act="gelu"), "activation"),
 ])
-def test_unsupported_configs_fall_back(kind, over, why, lean_calls):
+def test_unsupported_configs_fall_back(kind, over, why, decoder_calls):
     target = build(kind, **over)
     assert target.forward_path == "transformers" and why in target.forward_note, target.forward_note
     with torch.inference_mode():
         assert target.forward(torch.tensor([[3, 4, 5]]), target.new_cache()).shape == (1, 3, 64)
-    assert not lean_calls
+    assert not decoder_calls
 
 
 def test_unexpected_structure_falls_back():
@@ -257,11 +257,11 @@ def test_unexpected_structure_falls_back():
     assert t.forward_path == "transformers" and "patched" in t.forward_note
     model2 = AutoModelForCausalLM.from_config(model.config)
     model2.model.layers[0].mlp.register_forward_hook(lambda *a: None)  # (a hook on a projection is
-    # dropped by kernels.install, which replaces the module: the lean path never sees it)
+    # dropped by kernels.install, which replaces the module: the CPU decoder never sees it)
     assert "hooks" in from_model(model2, CharTokenizer(32)).forward_note
 
 
-def test_per_call_fallbacks(lean_calls):
+def test_per_call_fallbacks(decoder_calls):
     """Hooks added after load, training mode, kernels swapped for others: transformers serves the call."""
     target = build("llama")
     ids = torch.tensor([[3, 4, 5, 6]])
@@ -271,22 +271,22 @@ def test_per_call_fallbacks(lean_calls):
         h = target.body.layers[1].register_forward_pre_hook(lambda m, a: seen.append(a[0]))
         same(target.forward(ids, target.new_cache()), ref, target)
         h.remove()
-        assert len(seen) == 1 and len(lean_calls) == 1
+        assert len(seen) == 1 and len(decoder_calls) == 1
         target.model.train()
         torch.testing.assert_close(target.forward(ids, target.new_cache()), ref)
         target.model.eval()
-        assert len(lean_calls) == 1
+        assert len(decoder_calls) == 1
         with target.kernels.stock():
             probe = K.install(target.model, "mkl")
             torch.testing.assert_close(target.forward(ids, target.new_cache()), ref, rtol=1e-5, atol=1e-5)
             for parent, attr, orig, _ in probe.swaps:
                 setattr(parent, attr, orig)
-        assert len(lean_calls) == 1
+        assert len(decoder_calls) == 1
         same(target.forward(ids, target.new_cache()), ref, target)
-        assert len(lean_calls) == 2
+        assert len(decoder_calls) == 2
 
 
-def test_weights_edited_in_place_are_repacked(lean_calls):
+def test_weights_edited_in_place_are_repacked(decoder_calls):
     target = build("qwen2")
     ids = torch.tensor([[3, 4, 5, 6, 7]])
     with torch.no_grad():
@@ -297,14 +297,14 @@ def test_weights_edited_in_place_are_repacked(lean_calls):
         ours = target.forward(ids, target.new_cache())
         with transformers_path(target):
             ref = target.forward(ids, target.new_cache())
-    assert lean_calls
+    assert decoder_calls
     same(ours, ref, target)
 
 
 # ---- the default model ---------------------------------------------------------------------------
-def test_default_model_takes_the_lean_path_and_matches(default_target, lean_calls):
+def test_default_model_takes_the_lean_path_and_matches(default_target, decoder_calls):
     t = default_target
-    assert t.forward_path == "lean", t.forward_note
+    assert t.forward_path == "cpu", t.forward_note
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, t.vocab_size, (1, 30), generator=g)
     parents = (-1, 0, 0, 1, 1, 2, 3)
@@ -326,7 +326,7 @@ def test_default_model_takes_the_lean_path_and_matches(default_target, lean_call
         same(a, b, t, tol=1e-4)
 
 
-def test_default_model_eagle_greedy_equals_vanilla(default_target, lean_calls):
+def test_default_model_eagle_greedy_equals_vanilla(default_target, decoder_calls):
     from eagle_core import load_default_head
 
     head, vocab, name = load_default_head(default_target)
@@ -335,7 +335,7 @@ def test_default_model_eagle_greedy_equals_vanilla(default_target, lean_calls):
     van = engine.run("Write a haiku about the sea.", DecodeSettings(method="vanilla", **s))
     eag = engine.run("Write a haiku about the sea.", DecodeSettings(method="eagle2", **s))
     assert eag.summary.token_ids == van.summary.token_ids
-    assert lean_calls
+    assert decoder_calls
     with transformers_path(default_target):
         ref = engine.run("Write a haiku about the sea.", DecodeSettings(method="vanilla", **s))
     assert ref.summary.token_ids == van.summary.token_ids

@@ -1,4 +1,4 @@
-"""The lean drafting pass of the draft heads (eagle_core.cpu.head_pass): the same bits as the head's
+"""The drafting pass of the draft heads (eagle_core.cpu.head_pass): the same bits as the head's
 modules for a catch-up and for tree expansions through its torch operations, and their values to
 float32 rounding as one layer.c call per layer (the default); the same caches after them, the same
 trees and q values in a whole decode (greedy identical to vanilla), and the module path wherever
@@ -9,7 +9,7 @@ import torch
 from conftest import CharTokenizer
 from test_kernels import needs_smallgemm
 from eagle_core import DecodeSettings, Engine, FastPath, from_model
-from eagle_core.cpu import head_pass as lean_head
+from eagle_core.cpu import head_pass as head_pass
 from eagle_core.cpu import kernels as K
 from eagle_core.drafting.shipped import random_head3
 from eagle_core.drafting.head import EagleHead, HeadConfig
@@ -59,7 +59,7 @@ def _eagle3(target, norm_before_residual: bool = False):
 
 def _float16_values(head):
     """Every weight rounded to a float16 value (kept float32), as a head read from its float16
-    checkpoint: the lean pass then reads its products from float16 storage (kernels.SmallGemm16)."""
+    checkpoint: the head pass then reads its products from float16 storage (kernels.SmallGemm16)."""
     with torch.no_grad():
         for p in head.parameters():
             p.copy_(p.half().float())
@@ -87,11 +87,11 @@ HEADS = {
 INT8_TOL = 2e-3
 
 
-def _passes(drafter, lean: bool):
+def _passes(drafter, head_pass: bool):
     """A catch-up of 20 committed rows, then two depths of tree expansion with the drafter's own
     masks: (each pass's output, the head cache's keys and values)."""
-    saved = drafter.cpu.lean
-    drafter.cpu.lean = saved if lean else None
+    saved = drafter.cpu.head_pass
+    drafter.cpu.head_pass = saved if head_pass else None
     try:
         g = torch.Generator().manual_seed(0)
         width = drafter.head.fc.weight.shape[1] if hasattr(drafter.head, "midlayer") else drafter.head.config.hidden_size
@@ -109,18 +109,18 @@ def _passes(drafter, lean: bool):
         lc = cache.layers
         return [root, out, *(c.k[:, :, :22] for c in lc), *(c.v[:, :, :22] for c in lc)], tree
     finally:
-        drafter.cpu.lean = saved
+        drafter.cpu.head_pass = saved
 
 
 @pytest.mark.parametrize("layers", ["torch-ops", "c-layers"])
 @pytest.mark.parametrize("name", sorted(HEADS))
-def test_lean_pass_gives_the_modules_bits(name, layers):
+def test_head_pass_gives_the_modules_bits(name, layers):
     """Through its torch operations the modules' bits; as one layer.c call per layer (the default)
     the modules' values to float32 rounding (its norm and silu are computed in C), the same trees."""
     drafter = HEADS[name]()
-    assert drafter.cpu.lean is not None, drafter.cpu.lean_note
-    drafter.cpu.lean.c_layers = layers == "c-layers"
-    runs = [lin.run for L in drafter.cpu.lean.layers for lin in (L.qkv, L.o, L.gate_up, L.down)]
+    assert drafter.cpu.head_pass is not None, drafter.cpu.head_pass_note
+    drafter.cpu.head_pass.c_layers = layers == "c-layers"
+    runs = [lin.run for L in drafter.cpu.head_pass.layers for lin in (L.qkv, L.o, L.gate_up, L.down)]
     storage = SmallGemm8.run if "int8" in name else SmallGemm16.run
     assert all(r is storage for r in runs) if "float16" in name or "int8" in name else SmallGemm16.run not in runs
     (got, tree), (want, tree_ref) = _passes(drafter, True), _passes(drafter, False)
@@ -130,7 +130,7 @@ def test_lean_pass_gives_the_modules_bits(name, layers):
             torch.testing.assert_close(a, b, rtol=tol, atol=tol)
         else:
             assert torch.equal(a, b), (a - b).abs().max()
-    assert (drafter.cpu.lean.c_calls > 0) == (layers == "c-layers")
+    assert (drafter.cpu.head_pass.c_calls > 0) == (layers == "c-layers")
     assert tree.tokens == tree_ref.tokens and tree.parents == tree_ref.parents
     if layers == "c-layers":
         assert tree.q == pytest.approx(tree_ref.q, rel=1e-4, abs=1e-6)
@@ -144,9 +144,9 @@ def test_decode_through_the_lean_pass_is_the_module_decode_and_vanilla(method):
     e = Engine(t, _eagle2(t), head3=_eagle3(t))
     drafter = e.drafter if method == "eagle2" else e.drafter3
     calls = []
-    real = drafter.cpu.lean
+    real = drafter.cpu.head_pass
 
-    class Spy:  # the lean pass, counting its calls
+    class Spy:  # the head pass, counting its calls
         def __getattr__(self, name):
             return getattr(real, name)
 
@@ -156,22 +156,22 @@ def test_decode_through_the_lean_pass_is_the_module_decode_and_vanilla(method):
 
     s = DecodeSettings(method=method, depth=3, tree_top_k=2, total_tokens=6, max_new_tokens=40)
     van = e.run("abcab", DecodeSettings(method="vanilla", max_new_tokens=40)).summary.token_ids
-    if drafter.cpu.fused is not None:  # EAGLE-2: the lean pass's arithmetic as one kernel call (cpu/fused_pass.py)
+    if drafter.cpu.fused is not None:  # EAGLE-2: the head pass's arithmetic as one kernel call (cpu/fused_pass.py)
         fused_run = drafter.cpu.fused.run
         drafter.cpu.fused.run = lambda *a, **k: (calls.append(1), fused_run(*a, **k))[1]
-    saved, drafter.cpu.lean = drafter.cpu.lean, Spy()
-    lean_run = e.run("abcab", s)
-    drafter.cpu.lean = None
+    saved, drafter.cpu.head_pass = drafter.cpu.head_pass, Spy()
+    head_pass_run = e.run("abcab", s)
+    drafter.cpu.head_pass = None
     module_run = e.run("abcab", s)
-    drafter.cpu.lean = saved
-    assert calls, "the lean pass was not used"
-    assert lean_run.summary.token_ids == module_run.summary.token_ids == van
-    _same_trees(lean_run, module_run)
+    drafter.cpu.head_pass = saved
+    assert calls, "the head pass was not used"
+    assert head_pass_run.summary.token_ids == module_run.summary.token_ids == van
+    _same_trees(head_pass_run, module_run)
 
 
 def _same_trees(a_run, b_run):
     """Every cycle's tree the same tokens and parents, its q values the same to float32 rounding
-    (the lean pass's layer.c computes norm and silu in C), amplified where the products are int8
+    (the head pass's layer.c computes norm and silu in C), amplified where the products are int8
     (INT8_TOL)."""
     for a, b in zip(a_run.cycles, b_run.cycles, strict=True):
         assert [(n.token_id, n.parent) for n in a.nodes] == [(n.token_id, n.parent) for n in b.nodes]
@@ -180,19 +180,19 @@ def _same_trees(a_run, b_run):
 
 def test_where_the_pass_does_not_apply_the_modules_run():
     t = _target()
-    assert Engine(t, _eagle2(t)).drafter.cpu.lean is not None
+    assert Engine(t, _eagle2(t)).drafter.cpu.head_pass is not None
     modules = _target(passes="modules")
     d = Engine(modules, _eagle2(modules)).drafter
-    assert d.cpu.lean is None and "FastPath(passes='modules')" in d.cpu.lean_note
+    assert d.cpu.head_pass is None and "FastPath(passes='modules')" in d.cpu.head_pass_note
     stock = _target(kernels="stock")
     assert Engine(stock, _eagle2(stock)).drafter.cpu is None  # the portable drafter
-    built, why = lean_head.build(_eagle2(t).to(torch.bfloat16), FastPath())
+    built, why = head_pass.build(_eagle2(t).to(torch.bfloat16), FastPath())
     assert built is None and "float32" in why
-    lean = Engine(t, _eagle2(t)).drafter.cpu.lean
+    hp = Engine(t, _eagle2(t)).drafter.cpu.head_pass
     x = torch.zeros(2, 64)
-    assert not lean.applies(x)  # gradients on: the modules (they differentiate)
+    assert not hp.applies(x)  # gradients on: the modules (they differentiate)
     with torch.inference_mode():
-        assert lean.applies(x) and not lean.applies(x.to(torch.bfloat16))
+        assert hp.applies(x) and not hp.applies(x.to(torch.bfloat16))
 
 
 def test_weights_edited_in_place_are_repacked():
@@ -232,8 +232,8 @@ def test_the_shipped_heads_draft_the_same_trees_through_the_lean_pass(default_ta
     head3, name3 = load_default_head3(default_target)
     e = Engine(default_target, head, vocab, name, head3=head3, head3_name=name3)
     drafter = e.drafter if method == "eagle2" else e.drafter3
-    assert drafter.cpu.lean is not None and drafter.cpu.lean.layers[0].qkv.run is SmallGemm8.run
-    assert drafter.cpu.lean.fc.run is SmallGemm8.run and drafter.head.fc.backend is SmallGemm8  # modules and lean alike
+    assert drafter.cpu.head_pass is not None and drafter.cpu.head_pass.layers[0].qkv.run is SmallGemm8.run
+    assert drafter.cpu.head_pass.fc.run is SmallGemm8.run and drafter.head.fc.backend is SmallGemm8  # modules and head pass alike
     # the draft LM head as int8 rows with a scale per row: EAGLE-2's 8,192 target rows, EAGLE-3's own
     # float16 weights (the draft's q moves by that rounding, never the output)
     rows = default_target.lm_head.weight[drafter.vocab_map] if method == "eagle2" else head3.lm_head.weight
@@ -244,13 +244,13 @@ def test_the_shipped_heads_draft_the_same_trees_through_the_lean_pass(default_ta
         van = e.run("Write a haiku about the sea.", DecodeSettings(method="vanilla", max_new_tokens=24))
         van = e.run("Write a haiku about the sea.", DecodeSettings(method="vanilla", max_new_tokens=24))
     s = DecodeSettings(method=method, max_new_tokens=24)
-    lean_run = e.run("Write a haiku about the sea.", s)
-    saved, drafter.cpu.lean = drafter.cpu.lean, None
+    head_pass_run = e.run("Write a haiku about the sea.", s)
+    saved, drafter.cpu.head_pass = drafter.cpu.head_pass, None
     try:
         module_run = e.run("Write a haiku about the sea.", s)
     finally:
-        drafter.cpu.lean = saved
-    assert lean_run.summary.token_ids == module_run.summary.token_ids
+        drafter.cpu.head_pass = saved
+    assert head_pass_run.summary.token_ids == module_run.summary.token_ids
     if method == "eagle2":
-        assert lean_run.summary.token_ids == van.summary.token_ids
-    _same_trees(lean_run, module_run)
+        assert head_pass_run.summary.token_ids == van.summary.token_ids
+    _same_trees(head_pass_run, module_run)

@@ -27,7 +27,7 @@ import torch
 from ..cpu.drafting import for_drafter
 from ..cpu.kernels import linear_of
 from ..config import DecodeSettings
-from .head import EagleHead, HeadCache
+from .head import EagleHead, HeadCache, check_fits
 from ..tree import DraftTree, frontier_mask, select_closed_top, static_tree_layout
 from ..verify import logits_to_probs
 
@@ -82,12 +82,7 @@ class Drafter:
         if not isinstance(head, EagleHead):
             raise TypeError(f"an EAGLE-1/2 drafter needs an EagleHead, not {type(head).__name__} "
                             "(an EAGLE-3 head drafts through draft3.Eagle3Drafter: Engine(..., head3=...))")
-        if head.config.hidden_size != target.hidden_size:
-            raise ValueError(f"head does not fit the target: head hidden size {head.config.hidden_size}, "
-                             f"target hidden size {target.hidden_size}")
-        if head.config.vocab_size != target.vocab_size:
-            raise ValueError(f"head does not fit the target: head vocabulary {head.config.vocab_size}, "
-                             f"target vocabulary {target.vocab_size}")
+        check_fits(head.config, target)
 
     @staticmethod
     def _draft_lm(head, target, draft_vocab):

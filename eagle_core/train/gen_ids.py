@@ -8,7 +8,7 @@ length before it is cut into batches, so a batch pads little. Every `--sample-ev
 sampled at `--temperature`, the rest greedy.
 
 Two generators: `engine` (the default) decodes the batch itself, step by step through the
-target's forward (on a CPU the lean forward and the engine's kernels, the same path vanilla decoding
+target's forward (on a CPU the CPU decoder (cpu/forward.py) and the engine's kernels, the same path vanilla decoding
 uses), drops the rows that have finished from the batch and its cache, and can keep the features
 it computes on the way (`--features DIR`: a feature cache the trainers read directly, so the
 answers need no second, teacher-forced pass); `stock` is transformers' `generate` (slower here:

@@ -2,7 +2,7 @@
 
     python -m eagle_core.cpu.kernels.qblocks_curve --curve [--threads 2] [--tile 8] [--repeats 5] [--json-out F]
 
-One pass = every product a forward of k tokens makes, in the lean forward's grouping: per layer
+One pass = every product a forward of k tokens makes, in the CPU decoder's grouping (cpu/forward.py): per layer
 q/k/v stacked (960 x 576), o (576 x 576), gate/up stacked (3072 x 576), down (576 x 1536), 30 layers,
 then the LM head (49152 x 576), each weight distinct, so they stream from memory as in decoding:
 

@@ -68,7 +68,7 @@ SLACK = 1e-6
 def nucleus(p: torch.Tensor, top_p: float) -> torch.Tensor:
     """The token ids of the top_p nucleus of one distribution p (V,), as a full stable sort in
     descending p would keep them (drop a token once the mass before it reaches top_p), found among
-    the top m tokens, m doubling: every token tied with the m-th is a candidate too, and a stable sort
+    the top m tokens, m at least doubling: every token tied with the m-th is a candidate too, and a stable sort
     of the candidates in id order is then exactly the full sort's prefix, with the same prefix sums."""
     V = p.shape[-1]
     m = min(FIRST_CANDIDATES, V)
@@ -83,7 +83,9 @@ def nucleus(p: torch.Tensor, top_p: float) -> torch.Tensor:
         before = vals.cumsum(-1) - vals  # the mass before each candidate (exclusive prefix sum)
         if 2 * m > V or float(before[-1]) >= top_p + SLACK:
             return idx[before < top_p]
-        m *= 2
+        # every other token has p below the last candidate's: at least missing / low more are needed
+        low, missing = float(vals[-1]), top_p + SLACK - float(before[-1]) - float(vals[-1])
+        m = max(2 * m, len(idx) + 1 + int(min(missing / low, V) if low > 0 else V))
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:

@@ -6,28 +6,12 @@ import pytest
 import torch
 
 from eagle_core import verify
+from eagle_core.bench.sampling_cost import full_sort_probs  # the definition: a stable sort of all V
 from eagle_core.config import DecodeSettings
 from eagle_core.tree import DraftTree
 from eagle_core.verify import FIRST_CANDIDATES, accept, logits_to_probs, nucleus, row_dists
 
 V = 49152  # the default model's vocabulary
-
-
-def full_sort_probs(logits, temperature, top_p=1.0, top_k=0):
-    """The definition, as verify.py computed it before issue 54: sort the whole vocabulary (stable, so
-    that ties go lower token id first, the order the bounded nucleus promises)."""
-    logits = logits.float() / temperature
-    if top_k and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    if top_p < 1.0:
-        sorted_p, idx = torch.sort(probs, dim=-1, descending=True, stable=True)
-        drop = (sorted_p.cumsum(-1) - sorted_p) >= top_p
-        sorted_p = sorted_p.masked_fill(drop, 0.0)
-        probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
-        probs = probs / probs.sum(-1, keepdim=True)
-    return probs
 
 
 def logit_sets():
@@ -92,3 +76,14 @@ def test_row_dists_processes_only_the_rows_the_walk_reaches(monkeypatch):
     dist = row_dists(rows, s)
     assert dist(3) is dist(3)  # kept, not made again
     assert torch.equal(dist(3), full_sort_probs(rows[3], 0.8, 0.95))
+
+
+def test_sampling_cost_bench_runs_on_the_default_model(default_target):
+    """The micro-benchmark's command (its numbers are for docs/performance.md, on a quiet machine)."""
+    from eagle_core.bench.sampling_cost import measure, table
+
+    rows = measure(default_target, rows=(5,), depth=3, repeats=1)
+    assert [r["rows"] for r in rows] == [1, 5]
+    assert rows[0]["rows_made"] == 1 and 1 <= rows[1]["rows_made"] <= 4  # root + at most the 3-deep chain
+    assert all(r["greedy_ms"] > 0 and r["sampled_ms"] > 0 and r["full_sort_ms"] > 0 for r in rows)
+    assert "verify, 5-row tree" in table(rows, "header")

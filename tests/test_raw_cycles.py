@@ -95,3 +95,31 @@ def test_the_page_worker_passes_raw_cycles_and_a_finished_run():
 class _NeverStop:
     def is_set(self) -> bool:
         return False
+
+
+def test_measure_app_vs_cli_checks_the_setup_and_reports_both_ratios(monkeypatch):
+    """The comparison script (run on a quiet machine by hand): the CLI must have run the page's prompt and
+    tree, and each method's median page/CLI ratio is printed against the 5% bar."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "scripts", "measure_app_vs_cli.py")
+    spec = importlib.util.spec_from_file_location("measure_app_vs_cli", path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+
+    def fake_cli(prompt, method, a):
+        return {"tokens_per_s": 100.0 if method == "eagle" else 50.0, "token_ids": [1, 2],
+                "method": "eagle2" if method == "eagle" else "vanilla",
+                "settings": {"depth": a.depth, "tree_top_k": a.top_k, "total_tokens": a.total, "max_new_tokens": a.max_new}}
+
+    monkeypatch.setattr(m, "cli", fake_cli)
+    a = type("A", (), {"depth": 4, "top_k": 2, "total": 7, "max_new": 32})()
+    shown = {"prompt": "p", "depth": 4, "tree_top_k": 2, "total_tokens": 7, "max_new_tokens": 32}
+    good = m.add_cli({"e_page": 97.0, "v_page": 40.0}, "p", a, shown)
+    bad = m.add_cli({"e_page": 97.0, "v_page": 40.0}, "p", a, {**shown, "depth": 3})
+    assert good["setup"] and not bad["setup"] and good["same"]
+    text = m.ratio_lines([m.median_row("p", [good])], "page")
+    assert "EAGLE: page/CLI median 0.970" in text and "within 5%" in text
+    assert "vanilla: page/CLI median 0.800" in text and "NOT within 5%" in text
+    assert "1 of 1 prompts" in text

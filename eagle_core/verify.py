@@ -240,11 +240,10 @@ def accept(tree, rows: torch.Tensor, s, gen) -> tuple[Verdict, str]:
     """A cycle's acceptance: the target's logits at every node of `tree` (rows (n, V), node order), the
     decode settings `s` and the sampling generator -> (the verdict, its rule). What the walk needs goes
     to the host in ONE transfer (on a GPU each transfer waits for the device): greedy, each node's
-    argmax and the p of each drafted token and of each argmax; sampling, the logits themselves, and each
-    node's p is made on the host when the walk first reaches the node (row_dists)."""
+    argmax and the p of each drafted token and of each argmax; sampling, every node's processed p."""
     rule = rule_for(s)
     if rule != "greedy":
-        dist = row_dists(rows, s)
+        dist = row_dists(rows, s)  # the logits go over once; a node's p is made when the walk reaches it
         if rule == "ratio" and tree.q_dists is not None:  # a chain cut to its root has no q: the ratio
             # rule with nothing to test is the bonus draw from p, which the point-mass walk makes
             return verify_ratio(tree.tokens, tree.parents, dist, tree.q_dists, gen), rule

@@ -88,6 +88,20 @@ def nucleus(p: torch.Tensor, top_p: float) -> torch.Tensor:
         m = max(2 * m, len(idx) + 1 + int(min(missing / low, V) if low > 0 else V))
 
 
+def row_dists(rows: torch.Tensor, s) -> "DistFn":
+    """dist(i): the processed target distribution at node i (logits_to_probs of row i), made the first
+    time the walk asks for it and kept: a walk asks at the nodes of its accepted path only (the root and
+    each accepted draft), mostly a few of a tree's rows, and the other rows cost nothing."""
+    rows = rows.float().cpu()
+    made: dict[int, torch.Tensor] = {}
+
+    def dist(i: int) -> torch.Tensor:
+        if i not in made:
+            made[i] = logits_to_probs(rows[i], s.temperature, s.top_p, s.top_k)
+        return made[i]
+    return dist
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     """Draw one token id from a 1-D distribution."""
     return int(torch.multinomial(probs.float().cpu(), 1, generator=generator).item())
@@ -220,20 +234,6 @@ def rule_for(s) -> str:
     sampled chain (its drafts are sampled from q); point_mass for sampling with deterministic top-k
     drafts (EAGLE-1/2/3's trees) and for vanilla's root alone."""
     return "greedy" if s.greedy else ("ratio" if s.method == "chain" else "point_mass")
-
-
-def row_dists(rows: torch.Tensor, s) -> DistFn:
-    """dist(i): the processed target distribution at node i (logits_to_probs of row i), made the first
-    time the walk asks for it and kept: a walk asks at the nodes of its accepted path only (the root and
-    each accepted draft), mostly a few of a tree's rows, and the other rows cost nothing."""
-    rows = rows.float().cpu()
-    made: dict[int, torch.Tensor] = {}
-
-    def dist(i: int) -> torch.Tensor:
-        if i not in made:
-            made[i] = logits_to_probs(rows[i], s.temperature, s.top_p, s.top_k)
-        return made[i]
-    return dist
 
 
 def accept(tree, rows: torch.Tensor, s, gen) -> tuple[Verdict, str]:

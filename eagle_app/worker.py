@@ -82,8 +82,9 @@ class DecodeJob:
 def decode_events(engine: Engine, job: DecodeJob, stop, crowded: Callable[[], bool] = lambda: False):
     """The decode entry: EAGLE (unless the method is vanilla) then vanilla, and where greedy outputs
     part, why. Yields (what, kind, payload): ("threads", None, n), ("start", kind, perf_counter at the
-    start), ("cycle", kind, CycleRecord), ("timed_out", kind, "budget" | "fair"), ("done", kind, Run with
-    readable labels, made after its clock stopped), ("error", kind, str), ("parting", None, dict).
+    start), ("cycle", kind, RawCycle: ids and numbers only), ("timed_out", kind, "budget" | "fair"), ("done",
+    kind, Run: its records, labels and text built after its last cycle, made readable), ("error", kind, str),
+    ("parting", None, dict).
     `stop.is_set()` ends it early (the user's Stop); `crowded()`: are others waiting for the decode slot?"""
     yield ("threads", None, torch.get_num_threads())  # of the thread that decodes (the page says it)
     runs, eagle_tokens = {}, None
@@ -97,8 +98,8 @@ def decode_events(engine: Engine, job: DecodeJob, stop, crowded: Callable[[], bo
             gen = start_generation(engine, job.prompt, s, flag, list(job.prompt_ids))
             yield ("start", kind, time.perf_counter())
             flag.arm()
-            for rec in gen:
-                yield ("cycle", kind, rec)
+            for raw in gen.raw():  # the page draws the run once it is done: no labels or text per cycle
+                yield ("cycle", kind, raw)
             if flag.expired() and not stop.is_set():
                 yield ("timed_out", kind, flag.limit)
                 if kind == "eagle":

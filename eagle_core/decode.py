@@ -23,7 +23,7 @@ from .clock import clock
 from .config import DecodeSettings
 from .drafting.drafter import Drafter
 from .drafting.eagle3 import Eagle3Drafter
-from .trace import ACCEPTED, CycleRecord, DraftNode, Run, RunSummary, tau
+from .trace import ACCEPTED, CycleRecord, DraftNode, RawCycle, Run, RunSummary, tau
 from .tree import DraftTree, tree_attention_mask, tree_positions
 from .verify import Verdict, accept, logits_to_probs, sample
 
@@ -125,7 +125,8 @@ class Engine:
 
 
 class Generation:
-    """Iterate to get CycleRecords as they happen; `.run` holds the finished Run afterwards."""
+    """Iterate to get CycleRecords as they happen, or iterate `raw()` to get RawCycles (ids and numbers)
+    and have the records built after the last cycle; `.run` holds the finished Run afterwards."""
 
     def __init__(self, engine: Engine, prompt: str, prompt_ids: list[int], s: DecodeSettings, stop):
         self.engine, self.prompt, self.prompt_ids, self.s, self.stop = engine, prompt, prompt_ids, s, stop
@@ -134,9 +135,21 @@ class Generation:
         self.ending: str | None = None  # set before the last record is yielded: why the generation ends
 
     def __iter__(self):
-        for rec in self._loop():
+        for raw in self._loop():
+            rec = self._record(raw)  # labels and text, made while the engine's clock is stopped
             self.cycles.append(rec)
             yield rec
+        self.run = self._finish(*self._end)
+
+    def raw(self):
+        """The cycles as RawCycles; the CycleRecords (token labels, each cycle's text) are built after the
+        last one, with `.run`: for a consumer that shows the run only once it has finished (the page)."""
+        raws = []
+        for raw in self._loop():
+            raws.append(raw)
+            yield raw
+        self.cycles = [self._record(r) for r in raws]
+        self.run = self._finish(*self._end)
 
     # ------------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -147,10 +160,12 @@ class Generation:
         dev, limit = tgt.device, tgt.context_limit
         gen = torch.Generator().manual_seed(s.seed)
         eos = set(tgt.eos_ids)
-        # The clock (eagle_core.clock: device work finished first) runs only over the algorithm:
-        # prefill, then per cycle draft -> verify -> accept -> update. Node labels, the cycle's
-        # text and its record are made between timed segments, and `timed` adds the segments up.
+        # The clock (eagle_core.clock: device work finished first) runs over the whole decode, prefill
+        # and every cycle (draft -> verify -> accept -> update, and the cycle's RawCycle: ids and
+        # numbers), less the time the consumer holds each cycle: node labels and the cycle's text are
+        # made there (__iter__) or after the last cycle (raw()), never inside the timed span.
         t_start = clock(dev)
+        held = 0.0  # seconds the consumer held the cycles
 
         # 0. prefill: the prompt through the target; its last logits give the first new token
         cache = tgt.new_cache()
@@ -162,7 +177,7 @@ class Generation:
         head_cache = None if drafter is None else drafter.new_cache(min(limit, L + s.max_new_tokens) + HEAD_SCRATCH)
         timed = clock(dev) - t_start
         prefill_ms = timed * 1e3
-        text_of = TextStream(tgt.decode)
+        self._text, self._out = TextStream(tgt.decode), out_ids  # for _record, after each cycle or the run
         draft_s = verify_s = 0.0
         step = 0
         while stop_reason is None:
@@ -201,14 +216,16 @@ class Generation:
             t2 = clock(dev)
             draft_s += t1 - t0
             verify_s += t2 - t1
-            timed += t2 - t0
-            # untimed: the cycle's text and its record (labels for every node)
-            text = text_of.push(out_ids)
+            kept = tree if tree.q_dists is None else DraftTree(tree.tokens, tree.parents, tree.q, tree.scores)
+            raw = RawCycle(step, L, kept, verdict, tuple(committed), len(out_ids), (t1 - t0) * 1e3, (t2 - t1) * 1e3, rule)
             self.ending = stop_reason
-            yield self._record(step, L, tree, verdict, committed, text, t1 - t0, t2 - t1, rule)
+            t3 = clock(dev)
+            yield raw
+            held += clock(dev) - t3
             L += len(verdict.accepted)
             step += 1
-        self.run = self._finish(out_ids, first, stop_reason, timed, prefill_ms, draft_s, verify_s)
+        timed = clock(dev) - t_start - held
+        self._end = (out_ids, first, stop_reason, timed, prefill_ms, draft_s, verify_s)
 
     def _finish(self, out_ids, first, stop_reason, wall, prefill_ms, draft_s, verify_s) -> Run:
         """The finished Run: the summary of the whole generation plus every cycle."""
@@ -247,8 +264,10 @@ class Generation:
         tgt = self.engine.target
         return accept(tree, tgt.logits(feats), self.s, gen, tgt.fast.row_stats)
 
-    def _record(self, step, L, tree, v: Verdict, committed, text, draft_dt, verify_dt, rule) -> CycleRecord:
-        tt = self.engine.target.token_text
+    def _record(self, r: RawCycle) -> CycleRecord:
+        """A cycle's record from its RawCycle: every node's label and the text the cycle added (these
+        calls come in cycle order, right after each cycle or all after the run: the text is the same)."""
+        tt, tree, v = self.engine.target.token_text, r.tree, r.verdict
         depths = tree.depths
         nodes = tuple(
             DraftNode(index=i, token_id=int(tree.tokens[i]), text=tt(tree.tokens[i]), parent=int(tree.parents[i]),
@@ -257,9 +276,10 @@ class Generation:
             for i in range(len(tree))
         )
         return CycleRecord(
-            step=step, context_len=L, nodes=nodes, accepted=tuple(v.accepted), bonus_token_id=int(v.bonus_token),
-            bonus_text=tt(v.bonus_token), committed_ids=tuple(int(t) for t in committed), committed_text=text,
-            draft_ms=draft_dt * 1e3, verify_ms=verify_dt * 1e3, rule=rule, bonus_p=v.bonus_p,
+            step=r.step, context_len=r.context_len, nodes=nodes, accepted=tuple(v.accepted),
+            bonus_token_id=int(v.bonus_token), bonus_text=tt(v.bonus_token),
+            committed_ids=tuple(int(t) for t in r.committed_ids), committed_text=self._text.push(self._out[:r.n_out]),
+            draft_ms=r.draft_ms, verify_ms=r.verify_ms, rule=r.rule, bonus_p=v.bonus_p,
         )
 
 

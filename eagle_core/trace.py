@@ -76,6 +76,23 @@ class CycleRecord:
 
 
 @dataclass(frozen=True)
+class RawCycle:
+    """What the decode loop keeps of a cycle while its clock runs: ids and numbers, no text. The engine
+    builds the cycle's CycleRecord from it (token labels, the text it added) outside the timed span:
+    right after the cycle (iterating a Generation) or after the last one (Generation.raw)."""
+
+    step: int
+    context_len: int
+    tree: object  # the tree.DraftTree verified (a sampled chain's q distributions dropped)
+    verdict: object  # the verify.Verdict
+    committed_ids: tuple[int, ...]
+    n_out: int  # tokens in the output after this cycle (the prefill's first one included)
+    draft_ms: float
+    verify_ms: float
+    rule: str
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """What a whole generation did."""
 

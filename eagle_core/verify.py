@@ -35,6 +35,9 @@ def logits_to_probs(logits: torch.Tensor, temperature: float, top_p: float = 1.0
     """Softmax of logits / temperature, restricted to the top_k tokens and the top_p nucleus.
 
     logits: (..., V). temperature 0 means greedy: returns the one-hot of the argmax.
+    The nucleus is the smallest prefix of the tokens in descending p (ties: lower token id first) whose
+    mass reaches top_p, the token that crosses it included. It is found among a few top candidates
+    (`nucleus`), not by sorting the whole vocabulary, and equals the full sort's bit for bit.
     """
     logits = logits.float()
     if temperature == 0.0:
@@ -45,13 +48,57 @@ def logits_to_probs(logits: torch.Tensor, temperature: float, top_p: float = 1.0
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
     if top_p < 1.0:
-        sorted_p, idx = torch.sort(probs, dim=-1, descending=True)
-        # keep the smallest prefix whose mass reaches top_p (the token that crosses it included)
-        drop = (sorted_p.cumsum(-1) - sorted_p) >= top_p
-        sorted_p = sorted_p.masked_fill(drop, 0.0)
-        probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
+        rows = probs.reshape(-1, probs.shape[-1])
+        keep = torch.zeros(rows.shape, dtype=torch.bool, device=probs.device)
+        for r in range(rows.shape[0]):
+            keep[r, nucleus(rows[r], top_p)] = True
+        probs = probs.masked_fill(~keep.reshape(probs.shape), 0.0)
         probs = probs / probs.sum(-1, keepdim=True)
     return probs
+
+
+FIRST_CANDIDATES = 64  # the nucleus's first candidate set; doubled until it holds the nucleus
+# Slack on the stopping test: a prefix sum in float32 is off from the exact one by under 2e-7 (two
+# roundings near 1), so once the candidates' last exclusive prefix sum reaches top_p + SLACK, every
+# token after them has one >= top_p too and is dropped, as the full sort would drop it.
+SLACK = 1e-6
+
+
+def nucleus(p: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The token ids of the top_p nucleus of one distribution p (V,), as a full stable sort in
+    descending p would keep them (drop a token once the mass before it reaches top_p), found among
+    the top m tokens, m at least doubling: every token tied with the m-th is a candidate too, and a stable sort
+    of the candidates in id order is then exactly the full sort's prefix, with the same prefix sums."""
+    V = p.shape[-1]
+    m = min(FIRST_CANDIDATES, V)
+    while True:
+        if 2 * m > V:  # most of the vocabulary: sorting all of it is no dearer
+            vals, idx = torch.sort(p, descending=True, stable=True)
+        else:
+            cut = torch.topk(p, m, sorted=False).values.min()
+            idx = (p >= cut).nonzero().squeeze(-1)  # ascending ids
+            vals, order = torch.sort(p[idx], descending=True, stable=True)
+            idx = idx[order]
+        before = vals.cumsum(-1) - vals  # the mass before each candidate (exclusive prefix sum)
+        if 2 * m > V or float(before[-1]) >= top_p + SLACK:
+            return idx[before < top_p]
+        # every other token has p below the last candidate's: at least missing / low more are needed
+        low, missing = float(vals[-1]), top_p + SLACK - float(before[-1]) - float(vals[-1])
+        m = max(2 * m, len(idx) + 1 + int(min(missing / low, V) if low > 0 else V))
+
+
+def row_dists(rows: torch.Tensor, s) -> "DistFn":
+    """dist(i): the processed target distribution at node i (logits_to_probs of row i), made the first
+    time the walk asks for it and kept: a walk asks at the nodes of its accepted path only (the root and
+    each accepted draft), mostly a few of a tree's rows, and the other rows cost nothing."""
+    rows = rows.float().cpu()
+    made: dict[int, torch.Tensor] = {}
+
+    def dist(i: int) -> torch.Tensor:
+        if i not in made:
+            made[i] = logits_to_probs(rows[i], s.temperature, s.top_p, s.top_k)
+        return made[i]
+    return dist
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
@@ -196,11 +243,11 @@ def accept(tree, rows: torch.Tensor, s, gen, row_stats=None) -> tuple[Verdict, s
     `row_stats`: the target's FastPath.row_stats (None, or an answer of None: torch's)."""
     rule = rule_for(s)
     if rule != "greedy":
-        probs = logits_to_probs(rows, s.temperature, s.top_p, s.top_k).cpu()
+        dist = row_dists(rows, s)  # the logits go over once; a node's p is made when the walk reaches it
         if rule == "ratio" and tree.q_dists is not None:  # a chain cut to its root has no q: the ratio
             # rule with nothing to test is the bonus draw from p, which the point-mass walk makes
-            return verify_ratio(tree.tokens, tree.parents, lambda i: probs[i], tree.q_dists, gen), rule
-        return verify_point_mass(tree.tokens, tree.parents, lambda i: probs[i], gen), rule
+            return verify_ratio(tree.tokens, tree.parents, dist, tree.q_dists, gen), rule
+        return verify_point_mass(tree.tokens, tree.parents, dist, gen), rule
     dev = rows.device
     parent = torch.tensor([max(p, 0) for p in tree.parents], device=dev)
     stats = row_stats(rows) if row_stats is not None else None  # on a CPU one kernel call (kernels/rows.c)

@@ -9,8 +9,11 @@ start-up as a browser sees it. Prints markdown tables for docs/app.md (not a tes
 It starts `python app.py` on a free port, drives Debian's chromium with Playwright (never a
 downloaded browser; fresh profile), presses Generate for each prompt, reads EAGLE's and
 vanilla's tokens/s from the comparison cards, then runs `python -m eagle_core generate --json`
-for both methods with the same settings while the page sits on about:blank. The bars (issue 11):
-page tok/s >= 85% of the CLI's for each method, and the page's speedup within +-15% of the CLI's.
+for both methods with the same settings while the page sits on about:blank. Before each Generate the
+script reads the prompt and the tree (depth, top-k, total tokens, new tokens) back from the page and
+checks them against the settings the CLI reports it ran (column "same setup"). The bar (issue 54):
+page tok/s within 5% of the CLI's for each method; the last lines give each method's median page/CLI
+ratio over the prompts.
 Chromium's CPU time while each method decoded is printed too, when the status line shows the
 phases (only with EAGLE_APP_PROGRESS_S > 0; by default the page stays still while timed and the
 column is nan). `--repeat N` runs page + CLI N times per prompt and prints medians.
@@ -91,16 +94,50 @@ def wait_for_http(url: str) -> None:
             time.sleep(0.1)
 
 
-def add_cli(run: dict, prompt: str, a) -> dict:
-    """The CLI's EAGLE and vanilla rates for the same prompt and settings, added to one app run."""
+TREE_KEYS = ("depth", "tree_top_k", "total_tokens", "max_new_tokens")
+
+
+def add_cli(run: dict, prompt: str, a, shown: dict | None = None) -> dict:
+    """The CLI's EAGLE and vanilla rates for the same prompt and settings, added to one app run. `shown`:
+    the prompt and tree the page had when Generate was pressed (None: passed to the API by this script);
+    `setup` says whether the CLI ran that same prompt and tree."""
     e_cli, v_cli = cli(prompt, "eagle", a), cli(prompt, "vanilla", a)
-    run.update(e_cli=e_cli["tokens_per_s"], v_cli=v_cli["tokens_per_s"], same=e_cli["token_ids"] == v_cli["token_ids"])
+    want = {"prompt": prompt, **dict(zip(TREE_KEYS, (a.depth, a.top_k, a.total, a.max_new)))}
+    if shown is None:
+        shown = want
+    ran = [{"prompt": prompt, **{k: r["settings"][k] for k in TREE_KEYS}} for r in (e_cli, v_cli)]
+    run.update(e_cli=e_cli["tokens_per_s"], v_cli=v_cli["tokens_per_s"], same=e_cli["token_ids"] == v_cli["token_ids"],
+               setup=all(r == shown for r in ran) and e_cli["method"] == "eagle2" and v_cli["method"] == "vanilla")
     return run
 
 
 def median_row(prompt: str, runs: list[dict]) -> dict:
-    return {"prompt": prompt, **{k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "same"},
-            "same": all(r["same"] for r in runs)}
+    flags = ("same", "setup")
+    return {"prompt": prompt, **{k: statistics.median(r[k] for r in runs) for k in runs[0] if k not in flags},
+            **{k: all(r[k] for r in runs) for k in flags}}
+
+
+def ratio_lines(rows: list[dict], where: str) -> str:
+    """Each method's median page/CLI ratio over the prompts, against the bar (within 5%)."""
+    out = []
+    for name, page, cli_ in (("EAGLE", "e_page", "e_cli"), ("vanilla", "v_page", "v_cli")):
+        ratios = [r[page] / r[cli_] for r in rows]
+        m = statistics.median(ratios)
+        out.append(f"{name}: {where}/CLI median {m:.3f} (per prompt {min(ratios):.3f}-{max(ratios):.3f}); "
+                   f"{'within' if abs(m - 1) <= 0.05 else 'NOT within'} 5%")
+    setup = sum(r["setup"] for r in rows)
+    out.append(f"same prompt and tree on the {where} and the CLI: {setup} of {len(rows)} prompts")
+    return "\n".join(out)
+
+
+def shown_setup(page, prompt_box) -> dict:
+    """The prompt and tree the page holds now, read back from its inputs (the tree's accordion opened if
+    its inputs are hidden)."""
+    boxes = dict(zip(TREE_KEYS, ("eg-set-depth", "eg-set-topk", "eg-set-total", "eg-maxnew")))
+    if not page.locator("#eg-set-depth input[type=number]").is_visible():
+        page.get_by_text("Tree settings").click()
+    values = {k: int(float(page.locator(f"#{b} input[type=number]").input_value())) for k, b in boxes.items()}
+    return {"prompt": prompt_box.input_value(), **values}
 
 
 def set_slider(page, elem_id: str, value) -> None:
@@ -139,7 +176,9 @@ def page_run(page, prompt: str, profile: str, a) -> dict:
     to one Playwright poll late; the drawing after both runs is outside both windows."""
     from playwright.sync_api import expect
 
-    page.locator("#eg-prompt textarea").fill(prompt)
+    box = page.locator("#eg-prompt textarea")
+    box.fill(prompt)
+    shown = shown_setup(page, box)
     c0 = cpu_seconds(profile)
     page.wait_for_timeout(5000)
     idle = (cpu_seconds(profile) - c0) / 5.0
@@ -151,8 +190,9 @@ def page_run(page, prompt: str, profile: str, a) -> dict:
         expect(status).to_contain_text(re.compile(text), timeout=a.timeout * 1000)
         marks.append((time.perf_counter(), cpu_seconds(profile)))
     (t1, c1), (t2, c2), (t3, c3) = marks
-    shown = cards(page)
-    return dict(e_page=float(shown["EAGLE tokens/s"]), v_page=float(shown["vanilla tokens/s"]), idle=100 * idle,
+    cards_ = cards(page)
+    return dict(e_page=float(cards_["EAGLE tokens/s"]), v_page=float(cards_["vanilla tokens/s"]), idle=100 * idle,
+                shown=shown,
                 browser_e=share(c2 - c1, t2 - t1), browser_v=share(c3 - c2, t3 - t2),
                 note=page.locator("#eg-comparison .eg-note").last.inner_text(),
                 why=page.locator("#eg-comparison .eg-verdict").inner_text() if page.locator(
@@ -196,6 +236,7 @@ def print_client_table(rows: list[dict], a) -> None:
               f"{r['e_page'] / r['v_page']:.2f}× | {r['e_cli'] / r['v_cli']:.2f}× |")
     print(f"\nThe app driven through gradio_client (no browser), medians of {a.repeat} run(s) per prompt, each "
           "followed by the CLI.")
+    print(ratio_lines(rows, "app"))
 
 
 def main(argv=None) -> int:
@@ -268,11 +309,11 @@ def main_browser(a, url: str, profile: str, t0: float, startup: dict) -> list[di
             runs = []
             for rep in range(a.repeat):  # page, then CLI right after, a.repeat times; medians reported
                 r = page_run(page, prompt, profile, a)
-                startup["note"], why = r.pop("note"), r.pop("why")
+                startup["note"], why, shown = r.pop("note"), r.pop("why"), r.pop("shown")
                 if why:
                     startup.setdefault("why", []).append(why)
                 page.goto("about:blank")  # the CLI runs with no page rendering
-                runs.append(add_cli(r, prompt, a))
+                runs.append(add_cli(r, prompt, a, shown))
                 print(f"… {prompt[:40]!r} #{rep + 1}: page {r['e_page']} / {r['v_page']}, CLI "
                       f"{r['e_cli']:.1f} / {r['v_cli']:.1f} tok/s, Chromium "
                       f"{r['browser_e']:.0f}% / {r['browser_v']:.0f}% of a core", file=sys.stderr, flush=True)
@@ -304,6 +345,7 @@ def print_browser_table(rows: list[dict], startup: dict, a) -> None:
     print(f"\nMedian speedup on the page over the {len(rows)} prompts: {statistics.median(speedups):.2f}× "
           f"(CLI {statistics.median(r['e_cli'] / r['v_cli'] for r in rows):.2f}×); greedy outputs identical on "
           f"{sum(r['same'] for r in rows)} of {len(rows)} (CLI).")
+    print(ratio_lines(rows, "page"))
     for why in startup.pop("why", []):
         print(f"The page's note: “{why}”")
     print("\n| start-up, as the browser saw it | seconds after `python app.py` |\n|---|---|")

@@ -26,6 +26,12 @@ float32 rounding, not bit for bit; it is row invariant like every kernel here, s
 still reproduces vanilla decoding exactly (tests/test_cpu_decoder.py). FastPath(passes="ops") keeps the
 torch operations (bit for bit with transformers); a long prefill always takes them.
 
+In the gguf weight format (FastPath(weights="gguf")) the products are QuantLinear layers over the
+GGUF's own Q4_1 / Q8_0 blocks (cpu/quant_linear.py): q/k/v and gate/up stacked the same way (a
+QuantLinear computes every output alone too), the rest as above. layer.c reads float32 panels only,
+so that format runs the torch operations ("ops"), whatever FastPath.passes asks, and says so in
+`forward_note`.
+
 `build(target)` decides once per model whether this applies (Llama / Qwen2 / Mistral decoders,
 CPU, float32, eagle_core.cpu.kernels installed, no sliding window in effect, the expected modules and
 no hooks) and returns the reason when it does not; FastPath(passes="modules") keeps transformers.
@@ -45,6 +51,7 @@ from torch.nn.modules import module as _torch_module
 
 from . import kernels
 from .kernels import attention
+from .quant_linear import QuantLinear
 from ..target.hf_compat import cache_kwarg
 from ..kvcache import GrowingLayer
 
@@ -112,7 +119,22 @@ def _fused_backend(installed, parts: list[kernels.Linear], shape: tuple[int, int
     return kernels.choose([shape])[shape]
 
 
-def stacked_product(installed, parts: list[kernels.Linear], own: bool = False) -> Product:
+class QuantProduct:
+    """y = x W^T (+ b) from a QuantLinear (the gguf format's blocks); not something layer.c reads."""
+
+    __slots__ = ("lin", "bias", "out_features")
+    packed = False
+
+    def __init__(self, lin: QuantLinear):
+        self.lin, self.bias, self.out_features = lin, lin.bias, lin.out_features
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (m, K) -> (m, N)
+        return self.lin(x)
+
+
+def stacked_product(installed, parts: list, own: bool = False):
+    if isinstance(parts[0], QuantLinear):
+        return QuantProduct(QuantLinear.stacked_modules(parts) if len(parts) > 1 else parts[0])
     w = torch.cat([p.weight.detach() for p in parts])  # (sum N, K)
     bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
     lin = kernels.linear_of(w, _fused_backend(installed, parts, tuple(w.shape), own))
@@ -120,9 +142,12 @@ def stacked_product(installed, parts: list[kernels.Linear], own: bool = False) -
     return Product(lin.backend, lin._state, bias, w.shape[0])
 
 
-def own_product(lin: kernels.Linear, own: bool = False) -> Product:
+def own_product(lin, own: bool = False):
     """An unfused product (o_proj, down_proj) on the Linear's own prepared weight (`own`: packed
-    for smallgemm, in a copy of its own if the Linear was given another backend)."""
+    for smallgemm, in a copy of its own if the Linear was given another backend); a QuantLinear's
+    own blocks."""
+    if isinstance(lin, QuantLinear):
+        return QuantProduct(lin)
     if own and lin.backend is not kernels.SmallGemm:
         lin._state, lin._version = None, None  # not read by the CPU decoder: repacked on first use
         return stacked_product(None, [lin], own=True)
@@ -174,8 +199,8 @@ def unsupported(target) -> str | None:
     """Why the CPU decoder cannot run this target (None: it can)."""
     if not str(target.device).startswith("cpu") or target.dtype is not torch.float32:
         return f"{target.device} {str(target.dtype).replace('torch.', '')} (the CPU decoder: CPU float32 only)"
-    inst, fast = target.kernels, target.fast
-    if inst is None or not inst.swaps:
+    fast = target.fast
+    if not target.on_kernels:
         return "eagle_core.cpu.kernels not installed"
     if not fast.allows("ops"):
         return f"FastPath(passes={fast.passes!r})"
@@ -205,8 +230,11 @@ def unsupported(target) -> str | None:
                 or type(block.post_attention_layernorm) is not cls["RMSNorm"]):
             return f"unexpected module structure in layer {i}"
         projs = _projections(block)
-        if not all(isinstance(p, kernels.Linear) for p in projs):
+        if not all(isinstance(p, (kernels.Linear, QuantLinear)) for p in projs):
             return f"layer {i}: a projection does not run on eagle_core.cpu.kernels"
+        for group in (projs[:3], projs[4:6]):  # stacked into one product: one kind, one format
+            if len({(type(p), getattr(p, "fmt", None)) for p in group}) > 1:
+                return f"layer {i}: q/k/v or gate/up in different weight formats"
         if len({p.bias is None for p in projs[:3]}) > 1 or len({p.bias is None for p in projs[4:6]}) > 1:
             return f"layer {i}: biases on only some of q/k/v or gate/up"
         a = block.self_attn
@@ -246,15 +274,20 @@ class CpuDecoder:
         self._probe = (self.blocks[0].self_attn, self.blocks[0].self_attn.q_proj)
         self._watched = [self.body, self.body.embed_tokens, self.body.rotary_emb, self.body.norm, *self.blocks]
         # The weights copied into the fused products: edited in place (or replaced), they are repacked.
-        self._sources = [t for b in self.blocks for p in _projections(b) for t in (p.weight, p.bias) if t is not None]
+        # (QuantLinear's blocks are the file's bytes, read-only: nothing to watch)
+        self._sources = [t for b in self.blocks for p in _projections(b) if isinstance(p, kernels.Linear)
+                         for t in (p.weight, p.bias) if t is not None]
         self._inference = any(t.is_inference() for t in self._sources)  # (no version counter: storage only)
         self._lock = threading.Lock()
-        self.c_layers = target.fast.allows("layers")
+        self.c_layers = target.fast.decoder_allows("layers")  # never in the gguf format (float32 panels only)
         self.c_calls = 0  # forwards run as layer.c calls (tests read it to see which path ran)
         self._pack()
         for b in self.blocks:  # the separate packed forms of q/k/v/gate/up are not read here any more:
             for p in _projections(b)[:3] + _projections(b)[4:6]:  # free them; a transformers-path call
-                p._state, p._version = None, None  # repacks one on first use (kernels.Linear.forward)
+                if isinstance(p, QuantLinear):  # repacks one on first use (kernels.Linear / QuantLinear.forward)
+                    p.release()
+                else:
+                    p._state, p._version = None, None
 
     def _fingerprint(self) -> list:
         """What changes when a source weight is edited in place or given new storage (once per call)."""
@@ -376,4 +409,8 @@ def build(target) -> tuple[CpuDecoder | None, str, str]:
     reason = unsupported(target)
     if reason is not None:
         return None, "transformers", reason
-    return CpuDecoder(target), "cpu", ""
+    fast = target.fast
+    note = ""
+    if fast.decoder_passes != fast.passes:
+        note = f"ops pass: layer.c reads float32 weights only, {fast.passes!r} asked"
+    return CpuDecoder(target), "cpu", note

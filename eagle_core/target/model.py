@@ -240,7 +240,10 @@ class Target:
 
     def describe(self) -> str:
         quant = [m for m in self.model.modules() if isinstance(m, QuantLinear)]
-        n = sum(p.numel() for p in self.model.parameters()) + sum(m.out_features * m.in_features for m in quant)
+        # an LM head of blocks standing for the tied embedding: its parameters counted once
+        tied = isinstance(self.lm_head, QuantLinear) and self.lm_head_weight.data_ptr() == self.embed.weight.data_ptr()
+        n = sum(p.numel() for p in self.model.parameters()) + sum(
+            m.out_features * m.in_features for m in quant if not (tied and m is self.lm_head))
         kern = ""
         if self.on_kernels:
             if self.forward_path == "cpu":

@@ -83,8 +83,8 @@ def weights_line(target) -> str:
     """One line saying which weight format the target's products run (FastPath.weights), and in the gguf
     format which decoder pass runs: what the CLI prints on stderr at start."""
     fmt = getattr(target, "weight_format", "float32")
-    if fmt != "gguf":
-        return f"Weights: {fmt} (FastPath.weights; --weights gguf multiplies from the GGUF's own blocks)."
+    if fmt != "gguf":  # the weights as loaded: float32 on a CPU, a GPU target's dtype there
+        return f"Weights: {str(getattr(target, 'dtype', fmt)).replace('torch.', '')}, as loaded."
     note = getattr(target, "forward_note", "")
     path = "the CPU decoder" if getattr(target, "forward_path", "") == "cpu" else "the transformers forward"
     return (f"Weights: gguf, the file's own Q4_1 / Q8_0 blocks (kernels/qblocks.c); {path}"

@@ -121,14 +121,15 @@ class Target:
     eos_ids: tuple[int, ...] = field(default=())
     kernels: object = None  # eagle_core.cpu.kernels.Installed: which backend runs each linear layer
     fast: FastPath = field(default_factory=FastPath.default)  # the CPU fast path's options, fixed at load
-    weight_format: str = "float32"  # "float32" or "gguf": what the products multiply from (FastPath.weights)
+    weight_format: str = "float32"  # FastPath.weights: "float32" (the weights as loaded, `dtype`) or "gguf" (blocks)
 
     def __post_init__(self):
         cfg = self.model.config
         self.config = cfg
         self.hidden_size = cfg.hidden_size
-        self.lm_head_weight = _lm_head_weight(self.model)  # (V, H) float32, also where the LM head is blocks
-        self.vocab_size = self.lm_head_weight.shape[0]
+        self._lm_blocks: tuple | None = None  # (an LM head of blocks, the float32 weight it stands for)
+        lm = self.model.get_output_embeddings()
+        self.vocab_size = lm.out_features if isinstance(lm, QuantLinear) else lm.weight.shape[0]
         self.context_limit = int(getattr(cfg, "max_position_embeddings", 2048))
         self.body = self.model.get_decoder()
         self.embed = self.model.get_input_embeddings()
@@ -192,6 +193,17 @@ class Target:
             for h in hooks:
                 h.remove()
         return out.last_hidden_state, torch.cat([seen[i] for i in layers], dim=-1)
+
+    @property
+    def lm_head_weight(self) -> torch.Tensor:
+        """The LM head's (V, H) weight: its own `.weight`, or for a head of blocks (gguf format) the float32
+        weight they stand for, found once (the tied embedding's tensor where it equals them exactly)."""
+        lm = self.lm_head
+        if not isinstance(lm, QuantLinear):
+            return lm.weight
+        if self._lm_blocks is None or self._lm_blocks[0] is not lm:
+            self._lm_blocks = (lm, _blocks_weight(lm, self.embed))
+        return self._lm_blocks[1]
 
     @property
     def on_kernels(self) -> bool:
@@ -360,14 +372,11 @@ def _swap_blocks(model, blocks: dict, name: str) -> None:
         raise ValueError(f"{name}: {len(left)} products could not take their blocks ({left[0]}, ...)")
 
 
-def _lm_head_weight(model) -> torch.Tensor:
-    """The LM head's float32 weight: its own, or for a head multiplied from blocks the weight they stand
-    for (the tied embedding's tensor where it equals them exactly, else a dequantized copy)."""
-    lm = model.get_output_embeddings()
-    if not isinstance(lm, QuantLinear):
-        return lm.weight
+def _blocks_weight(lm: QuantLinear, embed) -> torch.Tensor:
+    """The float32 weight an LM head of blocks stands for: the tied embedding's tensor where it equals
+    them exactly (the default model's file: no copy), else a dequantized copy."""
     w = lm.dequantized_weight()
-    emb = model.get_input_embeddings().weight
+    emb = embed.weight
     if emb.shape == w.shape and emb.dtype == w.dtype and torch.equal(emb.detach(), w):
         return emb.detach()
     return w

@@ -26,11 +26,9 @@ float32 rounding, not bit for bit; it is row invariant like every kernel here, s
 still reproduces vanilla decoding exactly (tests/test_cpu_decoder.py). FastPath(passes="ops") keeps the
 torch operations (bit for bit with transformers); a long prefill always takes them.
 
-In the gguf weight format (FastPath(weights="gguf")) the products are QuantLinear layers over the
-GGUF's own Q4_1 / Q8_0 blocks (cpu/quant_linear.py): q/k/v and gate/up stacked the same way (a
-QuantLinear computes every output alone too), the rest as above. layer.c reads float32 panels only,
-so that format runs the torch operations ("ops"), whatever FastPath.passes asks, and says so in
-`forward_note`.
+In the gguf weight format (FastPath(weights="gguf")) the products are QuantLinear layers over the GGUF's
+own blocks (cpu/quant_linear.py), q/k/v and gate/up stacked alike; layer.c reads float32 panels only,
+so that format runs the torch operations ("ops") whatever FastPath.passes asks (said in `forward_note`).
 
 `build(target)` decides once per model whether this applies (Llama / Qwen2 / Mistral decoders,
 CPU, float32, eagle_core.cpu.kernels installed, no sliding window in effect, the expected modules and
@@ -119,22 +117,11 @@ def _fused_backend(installed, parts: list[kernels.Linear], shape: tuple[int, int
     return kernels.choose([shape])[shape]
 
 
-class QuantProduct:
-    """y = x W^T (+ b) from a QuantLinear (the gguf format's blocks); not something layer.c reads."""
-
-    __slots__ = ("lin", "bias", "out_features")
-    packed = False
-
-    def __init__(self, lin: QuantLinear):
-        self.lin, self.bias, self.out_features = lin, lin.bias, lin.out_features
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (m, K) -> (m, N)
-        return self.lin(x)
-
-
 def stacked_product(installed, parts: list, own: bool = False):
+    """One product over the stacked weights of `parts`: a Product, or for QuantLinear parts (the gguf
+    format) a QuantLinear over their stacked blocks, called the same way (x (m, K) -> (m, N))."""
     if isinstance(parts[0], QuantLinear):
-        return QuantProduct(QuantLinear.stacked_modules(parts) if len(parts) > 1 else parts[0])
+        return QuantLinear.stacked_modules(parts)
     w = torch.cat([p.weight.detach() for p in parts])  # (sum N, K)
     bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
     lin = kernels.linear_of(w, _fused_backend(installed, parts, tuple(w.shape), own))
@@ -147,7 +134,7 @@ def own_product(lin, own: bool = False):
     for smallgemm, in a copy of its own if the Linear was given another backend); a QuantLinear's
     own blocks."""
     if isinstance(lin, QuantLinear):
-        return QuantProduct(lin)
+        return lin
     if own and lin.backend is not kernels.SmallGemm:
         lin._state, lin._version = None, None  # not read by the CPU decoder: repacked on first use
         return stacked_product(None, [lin], own=True)
@@ -176,7 +163,7 @@ class _Layer:
     def _c_args(self) -> tuple | None:
         """The layer's weights as layer.c's decoder_layer reads them (None: not all on smallgemm)."""
         prods = (self.qkv, self.o, self.gate_up, self.down)
-        if not all(p.packed for p in prods):
+        if not all(isinstance(p, Product) and p.packed for p in prods):
             return None
         return c_weight_args(((self.ln1, self.eps1), (self.ln2, self.eps2)), prods)
 
@@ -273,8 +260,8 @@ class CpuDecoder:
         # the modules this forward calls or replaces, for hooks registered after load.
         self._probe = (self.blocks[0].self_attn, self.blocks[0].self_attn.q_proj)
         self._watched = [self.body, self.body.embed_tokens, self.body.rotary_emb, self.body.norm, *self.blocks]
-        # The weights copied into the fused products: edited in place (or replaced), they are repacked.
-        # (QuantLinear's blocks are the file's bytes, read-only: nothing to watch)
+        # The weights copied into the fused products: edited in place (or replaced), they are repacked
+        # (QuantLinear's blocks are the file's bytes, read-only: nothing to watch).
         self._sources = [t for b in self.blocks for p in _projections(b) if isinstance(p, kernels.Linear)
                          for t in (p.weight, p.bias) if t is not None]
         self._inference = any(t.is_inference() for t in self._sources)  # (no version counter: storage only)
@@ -366,7 +353,6 @@ class CpuDecoder:
         h = rms_norm(h, body.norm.weight.detach(), body.norm.variance_epsilon)
         return h, [want[i + nl if i < 0 else i] for i in capture]
 
-
     def _fused_applies(self, layers, B, n, cache, mask, want) -> bool:
         """Can this call run each layer as one layer.c call? One sequence of at most
         attention.MAX_ROWS rows (not a long prefill), the engine's attention and growing cache, every
@@ -409,8 +395,4 @@ def build(target) -> tuple[CpuDecoder | None, str, str]:
     reason = unsupported(target)
     if reason is not None:
         return None, "transformers", reason
-    fast = target.fast
-    note = ""
-    if fast.decoder_passes != fast.passes:
-        note = f"ops pass: layer.c reads float32 weights only, {fast.passes!r} asked"
-    return CpuDecoder(target), "cpu", note
+    return CpuDecoder(target), "cpu", target.fast.decoder_note

@@ -109,6 +109,13 @@ class FastPath:
             return "ops"
         return self.passes
 
+    @property
+    def decoder_note(self) -> str:
+        """Why the target's decoder runs fewer fused passes than asked ("" where it runs them)."""
+        if self.decoder_passes == self.passes:
+            return ""
+        return f"ops pass: layer.c reads float32 weights only, {self.passes!r} asked"
+
     def decoder_allows(self, passes: str) -> bool:
         """`allows` for the target's decoder (cpu/forward.py), in its weight format."""
         return self.allows(passes) and PASSES.index(self.decoder_passes) <= PASSES.index(passes)

@@ -37,16 +37,16 @@ import torch
 
 from ..cpu import forward as cpu_forward, kernels
 from ..cpu.options import FastPath
-from ..cpu.quant_linear import QuantLinear, attention_in, require_kernels, swap_in
+from ..cpu.quant_linear import QuantLinear, attention_in
 from .gguf import DEFAULT_GGUF, default_checkpoint, default_gguf_dir  # noqa: F401 (re-exported)
 from .hf_compat import cache_kwarg
 from .hub import TARGET_FILES, local_dir
+from .weight_format import blocks_weight, check_place, products, swap_blocks
 
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default
 DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the original weights: not what the heads were trained on
 SUPPORTED_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 PROMPT_SLOT = "\u2063EAGLE_PROMPT\u2063"  # placeholder used to split the chat template around the prompt
-WEIGHT_FORMATS = {"float32": "float32 weights", "gguf": "the GGUF's own Q4_1 / Q8_0 blocks"}  # FastPath.weights
 
 
 
@@ -202,7 +202,7 @@ class Target:
         if not isinstance(lm, QuantLinear):
             return lm.weight
         if self._lm_blocks is None or self._lm_blocks[0] is not lm:
-            self._lm_blocks = (lm, _blocks_weight(lm, self.embed))
+            self._lm_blocks = (lm, blocks_weight(lm, self.embed))
         return self._lm_blocks[1]
 
     @property
@@ -306,7 +306,10 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
     name = model or DEFAULT_MODEL
     fast = fast or FastPath.default()
     if fast.weights == "gguf":
-        _check_gguf_place(name, device, dtype)
+        if name != DEFAULT_MODEL:
+            raise ValueError(f"the gguf weight format reads the default model's GGUF file ({DEFAULT_GGUF}); {name} has "
+                             "none here: use --weights float32")
+        check_place(device, dtype)
     kind = "hub/dir"
     if name == DEFAULT_MODEL:
         path, kind = default_checkpoint()
@@ -328,58 +331,10 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
     if fast.weights == "gguf":
         from . import gguf_blocks
 
-        _swap_blocks(m, gguf_blocks.load(), name)
+        swap_blocks(m, gguf_blocks.load(), name)
         kind += ", gguf blocks"
     return Target(m, tok, name=name, device=device, dtype=dtype, load_s=time.perf_counter() - t0, load_kind=kind,
                   kernels=_install_kernels(m, fast), fast=fast, weight_format=fast.weights)
-
-
-def _check_gguf_place(name: str | None, device: str, dtype) -> None:
-    """The gguf format runs the default model's own file (`name`; None: blocks given by the caller), on
-    a CPU, beside float32 activations."""
-    if name is not None and name != DEFAULT_MODEL:
-        raise ValueError(f"the gguf weight format reads the default model's GGUF file ({DEFAULT_GGUF}); {name} has "
-                         "none here: use --weights float32")
-    if torch.device(device).type != "cpu" or dtype not in (None, torch.float32):
-        raise ValueError(f"the gguf weight format runs on a CPU with float32 activations (qblocks.c); asked for "
-                         f"{device} {str(dtype).replace('torch.', '') if dtype else ''}".rstrip())
-
-
-def products(model) -> dict[str, torch.nn.Module]:
-    """The linear layers a weight format covers, by module name: every decoder layer's products and the
-    LM head (not the embedding, not a head's own layers)."""
-    out = {}
-    for name, mod in model.named_modules():
-        w = getattr(mod, "weight", None)
-        linear = isinstance(mod, QuantLinear) or (isinstance(w, torch.Tensor) and w.dim() == 2 and hasattr(mod, "bias"))
-        if linear and (".layers." in name or name == "lm_head"):
-            out[name] = mod
-    return out
-
-
-def _swap_blocks(model, blocks: dict, name: str) -> None:
-    """Every product of `model` (see `products`) multiplied from its blocks, or a clear error naming the
-    products that cannot be."""
-    require_kernels()
-    want = [n for n, m in products(model).items() if not isinstance(m, QuantLinear)]
-    missing = sorted(set(want) - set(blocks))
-    if missing:
-        raise ValueError(f"{name}: no Q4_1 / Q8_0 blocks for {len(missing)} of its {len(products(model))} products "
-                         f"({missing[0]}, ...): it cannot run in the gguf weight format")
-    swap_in(model, {n: blocks[n] for n in want})
-    left = [n for n, m in products(model).items() if not isinstance(m, QuantLinear)]
-    if left:
-        raise ValueError(f"{name}: {len(left)} products could not take their blocks ({left[0]}, ...)")
-
-
-def _blocks_weight(lm: QuantLinear, embed) -> torch.Tensor:
-    """The float32 weight an LM head of blocks stands for: the tied embedding's tensor where it equals
-    them exactly (the default model's file: no copy), else a dequantized copy."""
-    w = lm.dequantized_weight()
-    emb = embed.weight
-    if emb.shape == w.shape and emb.dtype == w.dtype and torch.equal(emb.detach(), w):
-        return emb.detach()
-    return w
 
 
 def _install_kernels(model, fast: FastPath):
@@ -406,7 +361,7 @@ def from_model(model, tokenizer, name: str = "custom", eos_ids: tuple[int, ...] 
     model.eval().requires_grad_(False)
     fast = fast or FastPath.default()
     if fast.weights == "gguf":
-        _check_gguf_place(None, str(p.device), p.dtype)
+        check_place(str(p.device), p.dtype)
         if blocks is None:
             odd = [n for n, m in products(model).items() if m.in_features % 32]
             if odd:
@@ -415,6 +370,6 @@ def from_model(model, tokenizer, name: str = "custom", eos_ids: tuple[int, ...] 
             from .gguf_blocks import quantize_model
 
             blocks = quantize_model(model)
-        _swap_blocks(model, blocks, name)
+        swap_blocks(model, blocks, name)
     return Target(model, tokenizer, name=name, device=str(p.device), dtype=p.dtype, eos_ids=tuple(eos_ids),
                   kernels=_install_kernels(model, fast), fast=fast, weight_format=fast.weights)

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from .config import METHODS, DecodeSettings, add_tree_argument, default_tree
+from .config import METHODS, DecodeSettings, add_tree_argument, add_weights_argument, default_tree, fast_from_args
 
 METHOD_ALIASES = {"eagle": "eagle2", **{m: m for m in METHODS}}  # "eagle" is the default, EAGLE-2
 
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the target's precision (default auto: float32 on a CPU, and on a GPU for targets under "
                         "1.5 B parameters; else bfloat16 where native, float16 elsewhere). Only float32 keeps "
                         "greedy EAGLE identical to vanilla token for token; half precision may part at near-ties")
+    add_weights_argument(g)
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     g.add_argument("--trace", default=None, help="write the full trace JSON to this file")
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     import torch
 
-    from .cpu import path_line
+    from .cpu import path_line, weights_line
     from .engine_loading import load_engine
     from .target import pick_device
     from .trace import run_to_json
@@ -79,8 +80,10 @@ def main(argv=None) -> int:
         eagle3 = settings.method == "eagle3"  # --head names the head of the method asked for
         head3 = a.head3 or (a.head if eagle3 else None)
         engine = load_engine(a.model, head=None if eagle3 else a.head, head3=head3, head3_layer_ids=a.head3_layer_ids,
-                             head3_rope_theta=a.head3_rope_theta, device=device, methods=(settings.method,), dtype=a.dtype)
+                             head3_rope_theta=a.head3_rope_theta, device=device, methods=(settings.method,), dtype=a.dtype,
+                             fast=fast_from_args(a))
         target = engine.target
+        print(weights_line(target), file=sys.stderr)  # which weight format runs, always said
         fallback = path_line(target)
         if fallback:  # a slower path is never silent (no compiler, no AVX2, EAGLE_PORTABLE=1, ...)
             print(fallback, file=sys.stderr)
@@ -103,7 +106,8 @@ def main(argv=None) -> int:
             "tokens_per_s": round(s.tokens_per_s, 3), "stop_reason": s.stop_reason, "method": s.method,
             "cycles": s.cycles, "wall_s": round(s.wall_s, 4), "draft_s": round(s.draft_s, 4),
             "verify_s": round(s.verify_s, 4), "prompt_tokens": s.prompt_tokens, "model": s.model, "head": s.head,
-            "device": s.device, "dtype": str(target.dtype).replace("torch.", ""), "token_ids": list(s.token_ids), "settings": s.settings,
+            "device": s.device, "dtype": str(target.dtype).replace("torch.", ""),
+            "weights": getattr(target, "weight_format", "float32"), "token_ids": list(s.token_ids), "settings": s.settings,
         }, ensure_ascii=False))
     else:
         if not run.cycles:

@@ -202,3 +202,20 @@ def add_tree_argument(parser, multiple: bool = False, default=None) -> None:
     parser.add_argument("--tree", nargs="+" if multiple else None, type=tree_type, default=default, metavar="D,K,T",
                         # "%(default).0s" prints nothing: it keeps ArgumentDefaultsHelpFormatter from adding the repr
                         help=f"{what} {TREE_SYNTAX}; default: {dflt}%(default).0s")
+
+
+def add_weights_argument(parser) -> None:
+    """--weights float32|gguf (FastPath.weights), shared by this CLI and the benchmark's."""
+    parser.add_argument("--weights", default="float32", choices=("float32", "gguf"),
+                        help="the target's products: float32 (the GGUF converted once) or gguf (the file's own "
+                             "Q4_1 / Q8_0 blocks, default model on a CPU only; greedy EAGLE equals greedy vanilla "
+                             "within a format, not float32's tokens everywhere)")
+
+
+def fast_from_args(a):
+    """The FastPath the --weights option asks for (None: the default, float32)."""
+    if getattr(a, "weights", "float32") == "float32":
+        return None
+    from .cpu.options import FastPath
+
+    return replace(FastPath.default(), weights=a.weights)  # ValueError on the portable path

@@ -1,6 +1,7 @@
 """Benchmark harness: vanilla, transformers generate, prompt lookup and EAGLE, side by side.
 
     python -m eagle_core.bench --max-new-tokens 128 --methods vanilla,hf,hf-pld,eagle --json-out bench.json
+    python -m eagle_core.bench --weights gguf --methods vanilla,eagle,llama.cpp     (the GGUF's own blocks)
 
 The prompts default to the shipped MT-bench (assets/prompts/mt_bench_question.jsonl); --prompts FILE
 takes another JSONL set.
@@ -29,7 +30,7 @@ import time
 
 import torch
 
-from ..config import DecodeSettings, add_tree_argument, default_tree
+from ..config import DecodeSettings, add_tree_argument, add_weights_argument, default_tree, fast_from_args
 from ..clock import sync
 from ..machine.info import machine_info
 from .journal import Journal, Sample, sample_to_dict
@@ -194,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--device", default=None)
     g.add_argument("--dtype", default=None, choices=("auto", "float32", "bfloat16", "float16"),
                    help="the target's precision (default auto: see python -m eagle_core generate --help)")
+    add_weights_argument(g)  # hf / hf-pld run transformers' forward over the same products (blocks too)
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     g.add_argument("--journal", default=None, metavar="JSONL",
                    help="append every finished prompt to this file and skip the prompts it already holds: "
@@ -207,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the table into MD between <!-- BLOCK:begin/end --> markers")
     g.add_argument("--doc-block", default="bench", metavar="BLOCK", help="marker name for --update-doc")
     g.add_argument("--save-tokens", action="store_true", help="keep every run's token ids in the JSON")
+    g.add_argument("--agree-with", default=None, metavar="JSON",
+                   help="another run's --json-out made with --save-tokens (e.g. the other --weights): report how many "
+                        "prompts' vanilla outputs are identical to it, and the tokens before the first difference")
     g.add_argument("--quiet", action="store_true")
     return ap
 
@@ -244,6 +249,13 @@ def main(argv=None) -> dict:
         "journal": args.journal, "categories": cats,
     }
     result["samples"] = [sample_to_dict(s, tokens=args.save_tokens) for s in samples]
+    if args.agree_with:
+        with open(args.agree_with, encoding="utf-8") as f:
+            other = json.load(f).get("samples", [])
+        result["agreement"] = token_agreement([sample_to_dict(s) for s in samples], other)
+        a = result["agreement"]
+        log(f"agreement with {args.agree_with} ({a['method']}): {a['identical']} of {a['prompts']} prompts identical; "
+            f"{a['same_prefix_tokens']} of {a['tokens']} tokens before the first difference")
     result["eagle_by_tau"] = eagle_by_tau(result["samples"])
     result["eagle_by_vanilla_step"] = eagle_by_vanilla_step(result["samples"])
     md = render_markdown(result)
@@ -274,9 +286,12 @@ def _run(args, methods, prompts, log):
         pass
     # the engine methods: bench "eagle" runs --eagle-method with the EAGLE-1/2 head, "eagle3" the EAGLE-3 head
     engine_methods = [args.eagle_method if m == "eagle" else m for m in methods if m in ("eagle", "eagle3")]
-    engine = load_engine(args.model, args.head if "eagle" in methods else None,
-                         args.head3 if "eagle3" in methods else None, args.device, methods=engine_methods,
-                         dtype=args.dtype)
+    try:
+        engine = load_engine(args.model, args.head if "eagle" in methods else None,
+                             args.head3 if "eagle3" in methods else None, args.device, methods=engine_methods,
+                             dtype=args.dtype, fast=fast_from_args(args))
+    except ValueError as e:  # e.g. --weights gguf for a model without a GGUF file: one line, no traceback
+        sys.exit(f"error: {e}")
     target, head_name, vocab, head3_name = engine.target, engine.head_name, engine.draft_vocab, engine.head3_name
     tree = args.tree or default_tree(target.device)
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
@@ -290,6 +305,8 @@ def _run(args, methods, prompts, log):
         "pld": {"prompt_lookup_num_tokens": args.pld_tokens, "max_matching_ngram_size": args.pld_ngram},
         "model": target.describe(),
     }
+    if target.weight_format != "float32":  # only then, so journals of earlier runs keep their key
+        key["weights"] = target.weight_format
     if engine.drafter3 is not None:  # only then, so journals of earlier runs keep their key
         key["eagle3"] = {"head": head3_name, "draft_vocab": engine.drafter3.head.config.draft_vocab_size}
     try:
@@ -302,6 +319,21 @@ def _run(args, methods, prompts, log):
     samples = run_benchmark(runner, prompts, methods, args.repeats, args.warmup, args.seed, log, journal)
     segments = journal.segments if journal else [machine_info(target.device)]
     return samples, key, segments
+
+
+def token_agreement(samples: list[dict], other: list[dict], method: str = "vanilla") -> dict:
+    """How far one run's `method` outputs agree with another run's (another weight format), over the
+    prompts and repeats both ran: outputs identical, and tokens before each prompt's first difference."""
+    def by_key(ss):
+        return {(d["prompt"], d["repeat"]): d["token_ids"] for d in ss if d["method"] == method and "token_ids" in d}
+    mine, theirs = by_key(samples), by_key(other)
+    common = sorted(set(mine) & set(theirs))
+    prefix = 0
+    for k in common:
+        a, b = mine[k], theirs[k]
+        prefix += next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return {"method": method, "prompts": len(common), "identical": sum(mine[k] == theirs[k] for k in common),
+            "same_prefix_tokens": prefix, "tokens": sum(len(mine[k]) for k in common)}
 
 
 def _from_journal(path, prompts, repeats, log):

@@ -45,7 +45,7 @@ class CpuDrafting:
         head, target = drafter.head, drafter.target
         self.head, self.embed, self.vocab_map = head, drafter.embed, drafter.vocab_map
         self.lm_weight, self.lm, own = self._draft_lm(drafter.lm_weight, target, fast)
-        if target.kernels is not None and target.kernels.swaps:
+        if target.on_kernels:
             kernels.install(head, target.kernels.policy)
         head_products_int8(head, own and fast.head_weights == "int8")
         self.head_pass, self.head_pass_note = head_pass.build(head, fast)
@@ -107,6 +107,6 @@ def for_drafter(drafter) -> CpuDrafting | None:
     """The drafter's CPU path, or None where the target runs the portable path (no kernels installed:
     another device, FastPath(kernels="stock") or EAGLE_PORTABLE=1)."""
     target = drafter.target
-    if target.kernels is None or not target.kernels.swaps:
+    if not target.on_kernels:  # (the gguf format's target has no float32 layer left, yet runs the kernels)
         return None
     return CpuDrafting(drafter, target.fast)

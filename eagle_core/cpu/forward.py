@@ -26,6 +26,10 @@ float32 rounding, not bit for bit; it is row invariant like every kernel here, s
 still reproduces vanilla decoding exactly (tests/test_cpu_decoder.py). FastPath(passes="ops") keeps the
 torch operations (bit for bit with transformers); a long prefill always takes them.
 
+In the gguf weight format (FastPath(weights="gguf")) the products are QuantLinear layers over the GGUF's
+own blocks (cpu/quant_linear.py), q/k/v and gate/up stacked alike; layer.c reads float32 panels only,
+so that format runs the torch operations ("ops") whatever FastPath.passes asks (said in `forward_note`).
+
 `build(target)` decides once per model whether this applies (Llama / Qwen2 / Mistral decoders,
 CPU, float32, eagle_core.cpu.kernels installed, no sliding window in effect, the expected modules and
 no hooks) and returns the reason when it does not; FastPath(passes="modules") keeps transformers.
@@ -45,6 +49,7 @@ from torch.nn.modules import module as _torch_module
 
 from . import kernels
 from .kernels import attention
+from .quant_linear import QuantLinear
 from ..target.hf_compat import cache_kwarg
 from ..kvcache import GrowingLayer
 
@@ -112,7 +117,11 @@ def _fused_backend(installed, parts: list[kernels.Linear], shape: tuple[int, int
     return kernels.choose([shape])[shape]
 
 
-def stacked_product(installed, parts: list[kernels.Linear], own: bool = False) -> Product:
+def stacked_product(installed, parts: list, own: bool = False):
+    """One product over the stacked weights of `parts`: a Product, or for QuantLinear parts (the gguf
+    format) a QuantLinear over their stacked blocks, called the same way (x (m, K) -> (m, N))."""
+    if isinstance(parts[0], QuantLinear):
+        return QuantLinear.stacked_modules(parts)
     w = torch.cat([p.weight.detach() for p in parts])  # (sum N, K)
     bias = torch.cat([p.bias.detach() for p in parts]) if parts[0].bias is not None else None
     lin = kernels.linear_of(w, _fused_backend(installed, parts, tuple(w.shape), own))
@@ -120,9 +129,12 @@ def stacked_product(installed, parts: list[kernels.Linear], own: bool = False) -
     return Product(lin.backend, lin._state, bias, w.shape[0])
 
 
-def own_product(lin: kernels.Linear, own: bool = False) -> Product:
+def own_product(lin, own: bool = False):
     """An unfused product (o_proj, down_proj) on the Linear's own prepared weight (`own`: packed
-    for smallgemm, in a copy of its own if the Linear was given another backend)."""
+    for smallgemm, in a copy of its own if the Linear was given another backend); a QuantLinear's
+    own blocks."""
+    if isinstance(lin, QuantLinear):
+        return lin
     if own and lin.backend is not kernels.SmallGemm:
         lin._state, lin._version = None, None  # not read by the CPU decoder: repacked on first use
         return stacked_product(None, [lin], own=True)
@@ -151,7 +163,7 @@ class _Layer:
     def _c_args(self) -> tuple | None:
         """The layer's weights as layer.c's decoder_layer reads them (None: not all on smallgemm)."""
         prods = (self.qkv, self.o, self.gate_up, self.down)
-        if not all(p.packed for p in prods):
+        if not all(isinstance(p, Product) and p.packed for p in prods):
             return None
         return c_weight_args(((self.ln1, self.eps1), (self.ln2, self.eps2)), prods)
 
@@ -174,8 +186,8 @@ def unsupported(target) -> str | None:
     """Why the CPU decoder cannot run this target (None: it can)."""
     if not str(target.device).startswith("cpu") or target.dtype is not torch.float32:
         return f"{target.device} {str(target.dtype).replace('torch.', '')} (the CPU decoder: CPU float32 only)"
-    inst, fast = target.kernels, target.fast
-    if inst is None or not inst.swaps:
+    fast = target.fast
+    if not target.on_kernels:
         return "eagle_core.cpu.kernels not installed"
     if not fast.allows("ops"):
         return f"FastPath(passes={fast.passes!r})"
@@ -205,8 +217,11 @@ def unsupported(target) -> str | None:
                 or type(block.post_attention_layernorm) is not cls["RMSNorm"]):
             return f"unexpected module structure in layer {i}"
         projs = _projections(block)
-        if not all(isinstance(p, kernels.Linear) for p in projs):
+        if not all(isinstance(p, (kernels.Linear, QuantLinear)) for p in projs):
             return f"layer {i}: a projection does not run on eagle_core.cpu.kernels"
+        for group in (projs[:3], projs[4:6]):  # stacked into one product: one kind, one format
+            if len({(type(p), getattr(p, "fmt", None)) for p in group}) > 1:
+                return f"layer {i}: q/k/v or gate/up in different weight formats"
         if len({p.bias is None for p in projs[:3]}) > 1 or len({p.bias is None for p in projs[4:6]}) > 1:
             return f"layer {i}: biases on only some of q/k/v or gate/up"
         a = block.self_attn
@@ -245,16 +260,21 @@ class CpuDecoder:
         # the modules this forward calls or replaces, for hooks registered after load.
         self._probe = (self.blocks[0].self_attn, self.blocks[0].self_attn.q_proj)
         self._watched = [self.body, self.body.embed_tokens, self.body.rotary_emb, self.body.norm, *self.blocks]
-        # The weights copied into the fused products: edited in place (or replaced), they are repacked.
-        self._sources = [t for b in self.blocks for p in _projections(b) for t in (p.weight, p.bias) if t is not None]
+        # The weights copied into the fused products: edited in place (or replaced), they are repacked
+        # (QuantLinear's blocks are the file's bytes, read-only: nothing to watch).
+        self._sources = [t for b in self.blocks for p in _projections(b) if isinstance(p, kernels.Linear)
+                         for t in (p.weight, p.bias) if t is not None]
         self._inference = any(t.is_inference() for t in self._sources)  # (no version counter: storage only)
         self._lock = threading.Lock()
-        self.c_layers = target.fast.allows("layers")
+        self.c_layers = target.fast.decoder_allows("layers")  # never in the gguf format (float32 panels only)
         self.c_calls = 0  # forwards run as layer.c calls (tests read it to see which path ran)
         self._pack()
         for b in self.blocks:  # the separate packed forms of q/k/v/gate/up are not read here any more:
             for p in _projections(b)[:3] + _projections(b)[4:6]:  # free them; a transformers-path call
-                p._state, p._version = None, None  # repacks one on first use (kernels.Linear.forward)
+                if isinstance(p, QuantLinear):  # repacks one on first use (kernels.Linear / QuantLinear.forward)
+                    p.release()
+                else:
+                    p._state, p._version = None, None
 
     def _fingerprint(self) -> list:
         """What changes when a source weight is edited in place or given new storage (once per call)."""
@@ -333,7 +353,6 @@ class CpuDecoder:
         h = rms_norm(h, body.norm.weight.detach(), body.norm.variance_epsilon)
         return h, [want[i + nl if i < 0 else i] for i in capture]
 
-
     def _fused_applies(self, layers, B, n, cache, mask, want) -> bool:
         """Can this call run each layer as one layer.c call? One sequence of at most
         attention.MAX_ROWS rows (not a long prefill), the engine's attention and growing cache, every
@@ -376,4 +395,4 @@ def build(target) -> tuple[CpuDecoder | None, str, str]:
     reason = unsupported(target)
     if reason is not None:
         return None, "transformers", reason
-    return CpuDecoder(target), "cpu", ""
+    return CpuDecoder(target), "cpu", target.fast.decoder_note

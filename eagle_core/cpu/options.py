@@ -17,6 +17,7 @@ from .kernels.build import PORTABLE_ENV, library as _library, portable_forced
 PASSES = ("fused", "layers", "ops", "modules")  # deepest first
 DRAFT_ROWS = ("int8", "float16", "float32")
 HEAD_WEIGHTS = ("int8", "as loaded")
+WEIGHTS = ("float32", "gguf")
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,11 @@ class FastPath:
                   torch operations per layer), "modules" (transformers and the head's own modules)
     draft_rows    a reduced draft vocabulary's LM-head rows: "int8" (a scale per row), "float16", "float32"
     head_weights  the head's own products: "int8" (a scale per row) or "as loaded"
+    weights       the target's products: "float32" (the GGUF converted once, as the engine always ran) or
+                  "gguf" (the file's own Q4_1 / Q8_0 blocks through kernels/qblocks.c, cpu/quant_linear.py;
+                  greedy EAGLE equals greedy vanilla in that format, not float32's tokens everywhere).
+                  layer.c reads float32 panels only, so with "gguf" the target's decoder runs the "ops"
+                  pass whatever `passes` asks (`decoder_passes`); the draft head's passes are unchanged
     Verification reads the target's own weights on every path, so the output never depends on these;
     int8 rows move the draft's q by their rounding (docs/performance.md, "Drafting from int8 weights")."""
 
@@ -36,11 +42,16 @@ class FastPath:
     passes: str = "fused"
     draft_rows: str = "int8"
     head_weights: str = "int8"
+    weights: str = "float32"
 
     def __post_init__(self):
-        for name, allowed in (("passes", PASSES), ("draft_rows", DRAFT_ROWS), ("head_weights", HEAD_WEIGHTS)):
+        for name, allowed in (("passes", PASSES), ("draft_rows", DRAFT_ROWS), ("head_weights", HEAD_WEIGHTS),
+                              ("weights", WEIGHTS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"FastPath.{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
+        if self.weights == "gguf" and not self.calls_library:
+            raise ValueError("the gguf weight format multiplies through the engine's C kernels (qblocks.c); the "
+                             "portable path (FastPath(kernels=\"stock\"), EAGLE_PORTABLE=1) has none: use float32")
 
     @classmethod
     def default(cls) -> "FastPath":
@@ -90,5 +101,24 @@ class FastPath:
         """Whether the passes may go as far as `passes` ("fused", "layers", "ops")."""
         return self.kernels != "stock" and PASSES.index(self.passes) <= PASSES.index(passes)
 
+    @property
+    def decoder_passes(self) -> str:
+        """How far the target's decoder is fused: `passes`, except that the gguf format stops at "ops"
+        (layer.c and the fused pass read float32 panels only)."""
+        if self.weights == "gguf" and PASSES.index(self.passes) < PASSES.index("ops"):
+            return "ops"
+        return self.passes
 
-__all__ = ["FastPath", "PASSES", "PORTABLE_ENV"]
+    @property
+    def decoder_note(self) -> str:
+        """Why the target's decoder runs fewer fused passes than asked ("" where it runs them)."""
+        if self.decoder_passes == self.passes:
+            return ""
+        return f"ops pass: layer.c reads float32 weights only, {self.passes!r} asked"
+
+    def decoder_allows(self, passes: str) -> bool:
+        """`allows` for the target's decoder (cpu/forward.py), in its weight format."""
+        return self.allows(passes) and PASSES.index(self.decoder_passes) <= PASSES.index(passes)
+
+
+__all__ = ["FastPath", "PASSES", "PORTABLE_ENV", "WEIGHTS"]

@@ -3,8 +3,12 @@
     QuantLinear.from_blocks(blocks)           one weight (eagle_core/target/gguf_blocks.py's Blocks)
     QuantLinear.stacked([q, k, v])            several weights on one input as one product (rows stacked:
                                               every output is computed alone, so stacking changes no bit)
+    QuantLinear.stacked_modules([q, k, v])    the same from QuantLinear layers (the CPU decoder's q/k/v, gate/up)
     swap_in(model, blocks)                    put QuantLinear in place of a transformers model's nn.Linear
                                               layers that have blocks (the LM head too)
+    require_kernels()                         a clear error where qblocks.c cannot be built
+    attention_in(installed, model)            the engine's attention in a model whose products are all
+                                              QuantLinear (kernels.install then had nothing to swap)
 
 A drop-in for a float32 nn.Linear in a forward: x (..., in_features) float32 -> (..., out_features)
 float32. Its numbers are dequant(W) . x with x rounded per block of 32 to int8 (not the float32
@@ -19,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .kernels import qblocks
+from .kernels import attention, qblocks
 
 
 class QuantLinear(nn.Module):
@@ -46,9 +50,26 @@ class QuantLinear(nn.Module):
         data = np.concatenate([np.asarray(p.data) for p in parts])
         return cls(parts[0].fmt, data, data.shape[0], parts[0].in_features, bias, tile)
 
+    @classmethod
+    def stacked_modules(cls, parts: list["QuantLinear"], tile: int = 0) -> "QuantLinear":
+        """`stacked` over QuantLinear layers of one format and in_features, their biases stacked too
+        (all or none)."""
+        if len({(p.fmt, p.in_features) for p in parts}) != 1 or len({p.bias is None for p in parts}) != 1:
+            raise ValueError("stacked layers need one format, one in_features and biases on all or none")
+        data = np.concatenate([p.blocks for p in parts])
+        bias = None if parts[0].bias is None else torch.cat([p.bias.detach() for p in parts])
+        return cls(parts[0].fmt, data, data.shape[0], parts[0].in_features, bias, tile or parts[0].tile)
+
     @property
     def nbytes(self) -> int:
-        return self.packed.numel()
+        """The packed blocks' bytes (what a product reads)."""
+        fmt = qblocks.fmt_of(self.fmt)
+        return -(-self.out_features // qblocks.GROUP) * (self.in_features // qblocks.BLOCK) * qblocks.GROUP_BLOCK_BYTES[fmt]
+
+    def release(self) -> None:
+        """Drop the packed copy (the CPU decoder multiplies from a stacked one of its own); a later
+        forward packs it again from the file's bytes."""
+        self.packed = None
 
     def dequantized_weight(self) -> torch.Tensor:
         """(out_features, in_features) float32: the weights these blocks stand for."""
@@ -56,7 +77,11 @@ class QuantLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
-        y = qblocks.matmul(self.fmt, x.reshape(-1, self.in_features), self.packed, self.out_features,
+        packed = self.packed
+        if packed is None:  # released (see release); packed whole before it is published
+            packed = qblocks.pack(self.fmt, self.blocks, self.out_features, self.in_features)
+            self.packed = packed
+        y = qblocks.matmul(self.fmt, x.reshape(-1, self.in_features), packed, self.out_features,
                            self.in_features, tile=self.tile)
         if self.bias is not None:
             y = y + self.bias
@@ -85,3 +110,22 @@ def swap_in(model: nn.Module, blocks: dict, tile: int = 0) -> list[str]:
         setattr(parent, name.rpartition(".")[2], QuantLinear.from_blocks(b, mod.bias, tile))
         done.append(name)
     return done
+
+
+def require_kernels() -> None:
+    """Build (or find) kernels/qblocks.c; a ValueError saying so where it cannot be (never a silent
+    fall back to float32: the caller asked for this format)."""
+    try:
+        qblocks.library()
+    except Exception as e:  # no compiler, or it failed
+        raise ValueError(f"the gguf weight format needs kernels/qblocks.c compiled, which failed here ({e}); "
+                         "use --weights float32") from e
+
+
+def attention_in(installed, model) -> None:
+    """Where kernels.install found no float32 linear layer left (every product a QuantLinear) it set no
+    attention either: give the transformers model the engine's row-invariant attention all the same, as
+    install does (recorded in `installed`, so Installed.stock() undoes it)."""
+    config = getattr(model, "config", None)
+    if installed.attention is None and getattr(config, "_attn_implementation", None) in ("sdpa", "eager"):
+        installed.attention = (model, attention.set_attention(model, attention.NAME))

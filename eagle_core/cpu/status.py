@@ -55,6 +55,9 @@ def path_status(target) -> PathStatus:
     if not fast.calls_library:
         why = f"{build.PORTABLE_ENV}=1" if build.portable_forced() else "FastPath(kernels=\"stock\") was asked for"
         return PathStatus("the portable path (stock torch modules, no C kernels)", why, SLOWER_WITHOUT_KERNELS, False)
+    if getattr(target, "weight_format", "float32") == "gguf" and inst is not None and not inst.swaps:
+        # every product on the blocks (qblocks.c, row invariant by construction), attention the engine's
+        return PathStatus("the engine's kernels", "", None, True)
     if inst is None or not inst.swaps:
         dtype = str(target.dtype).replace("torch.", "")
         return PathStatus("torch's kernels", f"the engine's kernels run float32 weights only (this target is {dtype})",
@@ -74,6 +77,18 @@ def path_status(target) -> PathStatus:
                           f"smallgemm failed the batch-invariance check here for {len(rejected)} weight shape(s)",
                           SLOWER_WITHOUT_KERNELS, True)
     return PathStatus("the engine's kernels", "", None, True)
+
+
+def weights_line(target) -> str:
+    """One line saying which weight format the target's products run (FastPath.weights), and in the gguf
+    format which decoder pass runs: what the CLI prints on stderr at start."""
+    fmt = getattr(target, "weight_format", "float32")
+    if fmt != "gguf":  # the weights as loaded: float32 on a CPU, a GPU target's dtype there
+        return f"Weights: {str(getattr(target, 'dtype', fmt)).replace('torch.', '')}, as loaded."
+    note = getattr(target, "forward_note", "")
+    path = "the CPU decoder" if getattr(target, "forward_path", "") == "cpu" else "the transformers forward"
+    return (f"Weights: gguf, the file's own Q4_1 / Q8_0 blocks (kernels/qblocks.c); {path}"
+            f"{f' ({note})' if note else ''}; greedy EAGLE equals greedy vanilla in this format.")
 
 
 def path_line(target) -> str | None:

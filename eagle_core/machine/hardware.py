@@ -95,7 +95,7 @@ def measure(target, head, draft_vocab, trees, ctx: int = 300, repeats: int = 3, 
     n_vocab = len(draft_vocab) if draft_vocab else None
     hs = measure_head_steps(target, head, ctx, widths, (n_vocab,), top_k=max(widths), repeats=head_repeats,
                             on_step=lambda: tick(HEAD))
-    n_rows = n_vocab or target.lm_head.weight.shape[0]
+    n_rows = n_vocab or target.lm_head_weight.shape[0]
     step = {m: hs["head_ms"][m] + hs["lm_ms"][(n_rows, m)] for m in widths}
     fwd = {k: statistics.median(r[k]["body_ms"] + r[k]["lm_head_ms"] for r in rounds) for k in sizes}
     return {"forward_ms": fwd, "step_ms": step, "seconds": time.perf_counter() - t0, "rounds": len(rounds),
@@ -109,7 +109,7 @@ def weights(target, head, draft_rows: int) -> dict:
     """What one target forward and one drafting step read: {"target": the target's weights, "head_step":
     the head's (layer, fc) plus its draft LM head rows, "layers": the target's}. Counted, not timed (the
     GPU illustration)."""
-    hidden = target.lm_head.weight.shape[1]
+    hidden = target.lm_head_weight.shape[1]
     return {"target": sum(p.numel() for p in target.model.parameters()),
             "head_step": sum(p.numel() for p in head.parameters()) + draft_rows * hidden,
             "layers": target.config.num_hidden_layers}

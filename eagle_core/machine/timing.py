@@ -115,7 +115,7 @@ def measure_head_steps(target, head, ctx: int = 300, widths=(1, 2, 4, 8, 10), vo
     feats = torch.randn(1, ctx, H, device=dev, dtype=target.dtype)
     emb = target.embed(torch.arange(ctx, device=dev) % target.vocab_size)[None].to(target.dtype)
     head(emb, feats, torch.arange(ctx, device=dev), cache=cache)
-    w = target.lm_head.weight
+    w = target.lm_head_weight
     out = {"head_ms": {}, "lm_ms": {}}
     for m in widths:
         e, f, pos = emb[:, :m], feats[:, :m], torch.full((m,), ctx, device=dev)

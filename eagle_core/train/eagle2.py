@@ -255,7 +255,7 @@ class Eagle2Recipe(Recipe):
         else:
             vocab = list(range(V))
         self.vocab = vocab
-        self.lm_w = self.target.lm_head.weight.detach()[torch.tensor(vocab)].clone()
+        self.lm_w = self.target.lm_head_weight.detach()[torch.tensor(vocab)].clone()
         self.info = {"sequences": len(train), "tokens": sum(len(r["ids"]) for r in train),
                      "response_tokens": sum(len(r["ids"]) - r["prompt_len"] for r in train), "holdout": len(hold),
                      "draft_vocab": len(vocab), "draft_vocab_coverage": coverage(hold, vocab),

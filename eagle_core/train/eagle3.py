@@ -73,7 +73,7 @@ def target_batch(target, head: Eagle3Head, layers, records, idx, max_seq: int):
     else:
         final, captured = teacher_forced(target, ib, layers)
     draft_ids = head.draft_ids().to(dev)
-    w = target.lm_head.weight
+    w = target.lm_head_weight
     p = torch.softmax((final @ w[draft_ids].T).float(), -1)  # (B, T, N)
     flat = final.reshape(B * T, -1)
     top = torch.cat([(flat[i:i + LOGIT_CHUNK] @ w.T).argmax(-1) for i in range(0, B * T, LOGIT_CHUNK)])
@@ -170,7 +170,7 @@ def init_from_target(head: Eagle3Head, target, layers) -> None:
         of vector that final norm and LM head decode; training then mixes in the lower layers.
     The decoder layer keeps its random initialisation: it learns the one-token step ahead."""
     H = head.config.hidden_size
-    head.lm_head.weight.copy_(target.lm_head.weight[head.draft_ids().to(target.lm_head.weight.device)])
+    head.lm_head.weight.copy_(target.lm_head_weight[head.draft_ids().to(target.lm_head_weight.device)])
     head.norm.weight.copy_(target.body.norm.weight)
     w = torch.zeros_like(head.fc.weight)  # (H, len(layers) * H), blocks in `layers` order
     top = max(range(len(layers)), key=lambda i: layers[i])

@@ -11,10 +11,14 @@ from __future__ import annotations
 import threading
 import time
 
-from eagle_app import zerogpu  # noqa: F401  (first of the app: on ZeroGPU it imports `spaces` before torch)
-from eagle_app.launch import LAUNCH, queue
-from eagle_app.layout import build
-from eagle_app.model import MODEL
+from eagle_app.environment_check import stop_on_bad_settings
+
+stop_on_bad_settings(serve=__name__ == "__main__")  # a bad environment variable: its one line, no traceback
+
+from eagle_app import zerogpu  # noqa: E402,F401  (first of the app: on ZeroGPU it imports `spaces` before CUDA is touched)
+from eagle_app.launch import LAUNCH, queue  # noqa: E402
+from eagle_app.layout import build  # noqa: E402
+from eagle_app.model import MODEL  # noqa: E402
 
 T_START = time.perf_counter()
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from concurrent.futures import Future
 import torch
 
 from eagle_core import Engine, load_engine
+from eagle_core.environment import value
 from eagle_core.drafting.shipped import DEFAULT_HEAD3_DIR, DEFAULT_HEAD_DIR
 from eagle_core.target.gpu_presence import cached_mismatch
 from eagle_core.target import DEFAULT_HUB_ID, DEFAULT_MODEL
@@ -72,13 +73,12 @@ class ModelHolder:
 
     def _load(self) -> None:
         try:
-            if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
-                torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
-            rope = os.environ.get("EAGLE_APP_HEAD3_ROPE_THETA")  # the head's trainer's RoPE base (docs/gpu.md)
-            choice = self.choice or dict(head3=os.environ.get("EAGLE_APP_HEAD3") or None,
-                                         head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs",
-                                         head3_rope_theta=float(rope) if rope else None)
-            self.engine = load_engine(self.model, self.head, dtype=os.environ.get("EAGLE_APP_DTYPE") or None,
+            if value("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
+                torch.set_num_threads(value("EAGLE_APP_THREADS"))
+            choice = self.choice or dict(head3=value("EAGLE_APP_HEAD3"),
+                                         head3_layer_ids=value("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs",
+                                         head3_rope_theta=value("EAGLE_APP_HEAD3_ROPE_THETA"))  # docs/gpu.md
+            self.engine = load_engine(self.model, self.head, dtype=value("EAGLE_APP_DTYPE"),
                                       warm=not zerogpu.ZERO, **choice)
         except Exception as e:  # reported in the page; the app still replays traces
             self.error = f"{type(e).__name__}: {e}"
@@ -130,7 +130,7 @@ def model_line(engine: Engine, load_s: float, lang: str = "en") -> str:
 def model_from_env() -> ModelHolder:
     """EAGLE_APP_MODEL / EAGLE_APP_HEAD / EAGLE_APP_HEAD3 override the default target and heads (a hub id
     or a directory); EAGLE_APP_HEAD3_LAYER_IDS=outputs for an EAGLE-3 head trained with SGLang or SpecForge."""
-    return ModelHolder(os.environ.get("EAGLE_APP_MODEL") or None, os.environ.get("EAGLE_APP_HEAD") or None)
+    return ModelHolder(value("EAGLE_APP_MODEL"), value("EAGLE_APP_HEAD"))
 
 
 MODEL = model_from_env()

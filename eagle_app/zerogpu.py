@@ -25,14 +25,15 @@ this module first, since `spaces` must be imported before anything initialises C
 from __future__ import annotations
 
 import multiprocessing
-import os
 import sys
 import threading
 
+from eagle_core.environment import flag
 
-def on_zerogpu(env=os.environ) -> bool:
+
+def on_zerogpu(env=None) -> bool:
     """True on a ZeroGPU Space: SPACES_ZERO_GPU is "1", "t" or "true", as the `spaces` package reads it."""
-    return str(env.get("SPACES_ZERO_GPU", "")).strip().lower() in ("1", "t", "true")
+    return flag("SPACES_ZERO_GPU", env)
 
 
 def _spaces():

@@ -13,7 +13,6 @@ Step mode is not timed and draws every step.
 """
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -21,6 +20,7 @@ import time
 import gradio as gr
 import torch
 
+from eagle_core.environment import seconds
 from eagle_core.trace import tau
 
 from ..i18n import APP
@@ -39,7 +39,7 @@ LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every
 # same 2-core machine even a one-line progress update a second (plus Gradio's status trackers)
 # cost vanilla 11-30% of its rate (page/CLI 70-89%); with none, 89-103% (docs/app.md).
 # EAGLE_APP_PROGRESS_S > 0 sends a progress line that often instead.
-UI_INTERVAL_S = float(os.environ.get("EAGLE_APP_PROGRESS_S", "0"))
+UI_INTERVAL_S = seconds("EAGLE_APP_PROGRESS_S", 0.0)
 SETTLE_S = 1.0  # after clearing the page, let the browser draw it before the clock starts (0.3 s was
 # too short on a busy 2-core machine: the clearing overlapped the start of the EAGLE run)
 # the texts (status lines, the cards' note) are eagle_app/i18n.py's APP strings, in the tab's language

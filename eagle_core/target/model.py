@@ -37,7 +37,7 @@ from ..cpu import forward as lean, kernels
 from ..cpu.options import FastPath
 from .hf_compat import cache_kwarg
 from .hub import TARGET_FILES, local_dir
-from ..paths import cache_root
+from ..environment import cache_root
 from .weights import fetch_default_gguf
 
 DEFAULT_MODEL = "smollm2-135m"  # the embedded default

@@ -15,7 +15,7 @@ import subprocess
 
 import torch
 
-from ...paths import cache_root
+from ...environment import cache_root, flag
 
 HERE = os.path.dirname(__file__)
 SOURCES = [os.path.join(HERE, name)
@@ -61,8 +61,9 @@ PORTABLE_ENV = "EAGLE_PORTABLE"  # "1": no C kernel at all, the portable path (c
 
 
 def portable_forced() -> bool:
-    """Is EAGLE_PORTABLE set to 1 / on / true / yes?"""
-    return os.environ.get(PORTABLE_ENV, "").strip().lower() in ("1", "on", "true", "yes")
+    """Is EAGLE_PORTABLE on (1 / true / yes / on)? Any value outside eagle_core.environment's yes/no
+    values is a SettingError naming it."""
+    return flag(PORTABLE_ENV)
 
 
 def compile_kernels(path: str, defines: tuple[str, ...] = ()):

@@ -52,7 +52,7 @@ def _spaces():
 SPACES = _spaces()
 ZERO = SPACES is not None  # decoding goes through spaces.GPU
 # Stop for a decode running in the GPU worker process: a threading.Event would stay in this process.
-# One event is enough, since one decode runs at a time (eagle_app/line.py).
+# One event is enough, since one decode runs at a time (eagle_app/decode_queue.py).
 STOP = multiprocessing.get_context("fork").Event() if ZERO else threading.Event()
 
 

@@ -146,7 +146,7 @@ def _card(value: str, label: str) -> str:
 def comparison_html(eagle: Run | None, vanilla: Run | None, note: str = "", placeholder: str = "",
                     lang: str = "en", parting: dict | None = None) -> str:
     """Cards: tokens/s, wall time, speedup, tau, draft vs verify, identical outputs; `note` says
-    how the numbers were measured; `parting` (eagle_core.parting, as a dict) says where greedy
+    how the numbers were measured; `parting` (eagle_core.divergence, as a dict) says where greedy
     outputs that differ part, and whether that is a near-tie."""
     t = lambda key, **kw: FIGURE_TEXT(key, lang, **kw)  # noqa: E731
     if eagle is None and vanilla is None:

@@ -24,7 +24,7 @@ from eagle_core.environment import seconds
 from eagle_core.trace import tau
 
 from ..i18n import APP_TEXT
-from ..line import FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine
+from ..decode_queue import FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine
 from ..model import MODEL
 from ..settings import build, check_prompt, takes_settings
 from ..tokens import readable_cycle, readable_run

@@ -12,6 +12,7 @@ from viz.languages import language_figure, language_table, load_language_rows
 from viz.learn import learn_blocks
 
 from ..i18n import APP_TEXT, lang_of, text
+from ..sessions import note_page
 from ..settings import BY_NAME
 from ..traces import load_example, replay_status
 from ..views import OUT, SUMMARY, VIEW, cycle_views, done_status, outputs, summary_views
@@ -19,6 +20,7 @@ from ..views import OUT, SUMMARY, VIEW, cycle_views, done_status, outputs, summa
 
 def on_page_load(lang: str = "en", request: gr.Request = None):
     """The first example trace, and the model's status line as of now (in the tab's language)."""
+    note_page(getattr(request, "session_hash", None))  # a browser tab: its session is kept while it is open
     MODEL.start()
     first = next(iter(example_traces()), None)
     out = load_example(first, lang, request) if first else outputs()

@@ -11,10 +11,15 @@ from __future__ import annotations
 import threading
 import time
 
-from eagle_app import zerogpu  # noqa: F401  (first of the app: on ZeroGPU it imports `spaces` before torch)
-from eagle_app.launch import LAUNCH, queue
-from eagle_app.layout import build
-from eagle_app.model import MODEL
+from eagle_app.environment_check import stop_on_bad_settings
+
+stop_on_bad_settings(serve=__name__ == "__main__")  # a bad environment variable: its one line, no traceback
+
+from eagle_app import zerogpu  # noqa: E402,F401  (first of the app: on ZeroGPU it imports `spaces` before CUDA is touched)
+from eagle_app.launch import LAUNCH, queue  # noqa: E402
+from eagle_app.layout import build  # noqa: E402
+from eagle_app.model import MODEL  # noqa: E402
+from eagle_app.sessions import start_pruning  # noqa: E402
 
 T_START = time.perf_counter()
 if __name__ == "__main__":
@@ -29,4 +34,5 @@ if __name__ == "__main__":
     threading.Thread(target=lambda: MODEL.ready.wait() and print(
         f"* Model ready {time.perf_counter() - T_START:.1f} s after start: {MODEL.status_plain()}", flush=True),
         daemon=True).start()
+    start_pruning(demo)  # Gradio's sessions of API clients and long-closed tabs forgotten (eagle_app/sessions.py)
     demo.launch(share=False, **LAUNCH)

@@ -3,7 +3,7 @@ machine (eagle_core.machine.measure) while holding the decode slot, on the engin
 with a progress bar; then the predicted speedup per tree, measured here vs a flat-verification
 (GPU) illustration. Before a measurement it shows the recorded one from the docs, labelled so.
 Its words are viz.hardware.TEXT, in the tab's language: the accordion's title and the button through
-Gradio's i18n (eagle_app/i18n.py ZH), the rest drawn by the callbacks (`redraw` on the language switch,
+Gradio's i18n (eagle_app/i18n.py CHINESE), the rest drawn by the callbacks (`redraw` on the language switch,
 from this tab's last measurement, kept in a gr.State)."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from viz.hardware import TEXT, hardware_figure, hardware_markdown
 
 from .callbacks.decoding import LINE
 from .tree_advice import advice, recorded_advice
-from .i18n import L, lang_of
+from .i18n import lang_of, translatable
 from . import zerogpu
 from .model import MODEL, path_note
 from .engine_thread import ENGINE_THREAD
@@ -111,9 +111,9 @@ def redraw(lang: str, measured: dict | None):
 def panel(c: dict, lang: str = LANG) -> None:
     """The panel's widgets, into `c` by name (called inside layout.build's Blocks)."""
     fig, md, status = recorded_views(lang)
-    with gr.Accordion(L(TEXT("panel")), open=False, elem_id="eg-hardware"):
+    with gr.Accordion(translatable(TEXT("panel")), open=False, elem_id="eg-hardware"):
         c["hw_intro"] = gr.Markdown(TEXT("intro", lang))
-        c["hw_btn"] = gr.Button(L(TEXT("button")), variant="primary", elem_id="eg-hw-measure", visible=not zerogpu.ZERO)
+        c["hw_btn"] = gr.Button(translatable(TEXT("button")), variant="primary", elem_id="eg-hw-measure", visible=not zerogpu.ZERO)
         c["hw_status"] = gr.Markdown(status, elem_id="eg-hw-status")
         c["hw_plot"] = gr.Plot(fig, show_label=False, label=TEXT("panel"), elem_id="eg-hw-plot")
         c["hw_why"] = gr.Markdown(TEXT("why", lang))

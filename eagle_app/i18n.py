@@ -3,11 +3,11 @@ source of truth; Chinese follows the browser's language (zh, zh-CN, zh-TW, ... -
 page's "English / 中文" switch.
 
 Two mechanisms, one table each:
-- ZH: the page's static labels, buttons, tabs, headings, keyed by their English text as layout.py
-  and settings.py write it (gettext-style: the English stays where it was). `L(english)` wraps
+- CHINESE: the page's static labels, buttons, tabs, headings, keyed by their English text as layout.py
+  and settings.py write it (gettext-style: the English stays where it was). `translatable(english)` wraps
   one for Gradio's own i18n (gr.I18n, passed to launch() in launch.py): the browser translates
   it, following navigator.language, and the switch changes Gradio's locale in the page (JS below).
-- APP (and viz.i18n.T for the figures' HTML and captions): strings made at run time by the
+- APP_TEXT (and viz.i18n.FIGURE_TEXT for the figures' HTML and captions): strings made at run time by the
   callbacks (status lines, refusals, placeholders), which gr.I18n does not translate. Each is an
   (English, 简体中文) pair; the callbacks get the tab's language from a gr.State (c["lang"]).
 The Learn tab's long text is viz/learn.py and viz/learn_zh.py, re-rendered by callbacks.
@@ -33,7 +33,7 @@ def preset_label(name: str, lang: str = "en") -> str:
     return f"{en} (depth {p['depth']}, top-k {p['tree_top_k']}, {p['total_tokens']} tokens)"
 
 
-ZH = {
+CHINESE = {
     # the header and tabs
     "# EAGLE speculative decoding, step by step\nA small head drafts a **tree** of tokens from the model's own "
     "features; the model checks the whole tree in **one** forward pass and keeps the longest correct path "
@@ -96,15 +96,15 @@ USED: set[str] = set()  # every text layout.py wrapped (tests: each one has its 
 def gradio_i18n():
     """The gr.I18n passed to launch() (launch.py). Gradio's frontend matches the browser's locale exactly
     ("zh-CN", "zh-TW") before its language ("zh"), so the Chinese is registered under all three. (gradio is
-    imported here only: settings.py reads APP below and imports no gradio.)"""
+    imported here only: settings.py reads APP_TEXT below and imports no gradio.)"""
     import gradio as gr
 
-    return gr.I18n(en={k: k for k in ZH}, zh=ZH, **{"zh-CN": ZH, "zh-TW": ZH})
+    return gr.I18n(en={k: k for k in CHINESE}, zh=CHINESE, **{"zh-CN": CHINESE, "zh-TW": CHINESE})
 
 
-def L(english: str):
+def translatable(english: str):
     """A static text of the page, for Gradio's i18n: English unless the page is in Chinese."""
-    assert english in ZH, f"no Chinese for {english!r}: add it to eagle_app/i18n.py ZH"
+    assert english in CHINESE, f"no Chinese for {english!r}: add it to eagle_app/i18n.py CHINESE"
     USED.add(english)
     return gradio_i18n()(english)
 
@@ -121,12 +121,12 @@ def trace_title(title: str, lang: str = "en") -> str:
 def method_name(method: str, lang: str = "en") -> str:
     """A method id ("eagle2") as the page names it, in `lang`."""
     label = METHOD_LABELS.get(method, method) if method != "vanilla" else "vanilla only (no drafting)"
-    return ZH.get(label, label) if lang == "zh" else label
+    return CHINESE.get(label, label) if lang == "zh" else label
 
 
 def text(english: str, lang: str = "en") -> str:
     """A static text as a plain string in `lang` (for gr.update(label=...) and the like)."""
-    return ZH[english] if lang == "zh" else english
+    return CHINESE[english] if lang == "zh" else english
 
 
 LANG_CHOICES = [("English", "en"), ("中文", "zh")]
@@ -154,7 +154,7 @@ DETECT_JS = """async (x) => {
   return nav.startsWith("zh") ? "zh" : "en";
 }"""
 
-APP = Strings({
+APP_TEXT = Strings({
     # status lines (callbacks/decoding.py, views.py)
     "status.fair": ("Fair share: while anyone waits, each run stops after {fair:g} s per method ({budget:g} s when "
                     "nobody does).",

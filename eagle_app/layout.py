@@ -15,12 +15,12 @@ from viz.learn import learn_blocks
 from viz.traces import MAX_TRACE_BYTES
 
 from . import hardware, lesson, picker, settings, views, wiring
-from .i18n import LANG_CHOICES, L, preset_label
+from .i18n import LANG_CHOICES, preset_label, translatable
 from .tree_advice import recorded_advice
 from .model import MODEL
 
-METHOD_CHOICES = [(L(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)"), m) for m in METHODS]
-PRESET_CHOICES = [(L(preset_label(name)), name) for name in ("cpu", "explain", "gpu") if name in PRESETS]
+METHOD_CHOICES = [(translatable(METHOD_LABELS[m] if m != "vanilla" else "vanilla only (no drafting)"), m) for m in METHODS]
+PRESET_CHOICES = [(translatable(preset_label(name)), name) for name in ("cpu", "explain", "gpu") if name in PRESETS]
 TITLE = ("# EAGLE speculative decoding, step by step\nA small head drafts a **tree** of tokens from the model's own "
          "features; the model checks the whole tree in **one** forward pass and keeps the longest correct path "
          "plus one **bonus** token of its own. In float32, the same output as ordinary decoding in fewer passes "
@@ -65,34 +65,34 @@ class SettingSlider(gr.Slider):
 def setting_widget(f: settings.Field):
     """The widget of one decode setting, from its settings.FIELDS entry."""
     if f.name == "method":
-        return gr.Radio(METHOD_CHOICES, value=f.value, label=L(f.label))
+        return gr.Radio(METHOD_CHOICES, value=f.value, label=translatable(f.label))
     if f.maximum is None:
-        return gr.Number(f.value, precision=0, label=L(f.label), minimum=f.minimum)
-    return SettingSlider(f.minimum, f.maximum, value=f.value, step=f.step, label=L(f.label), elem_id=f.elem_id)
+        return gr.Number(f.value, precision=0, label=translatable(f.label), minimum=f.minimum)
+    return SettingSlider(f.minimum, f.maximum, value=f.value, step=f.step, label=translatable(f.label), elem_id=f.elem_id)
 
 
 def controls(c: dict, w: dict) -> None:
     """The Decode tab's left column: prompt, examples, settings (into `w` by name), buttons."""
     group = lambda name: [f for f in settings.FIELDS if f.group == name]  # noqa: E731
-    c["prompt"] = gr.Textbox(label=L("Prompt"), lines=4, elem_id="eg-prompt",
-                             placeholder=L("Ask anything, or pick an example below…"))
-    gr.Examples([p for _, p in example_prompts()], inputs=c["prompt"], label=L("Examples: writing · code · "
+    c["prompt"] = gr.Textbox(label=translatable("Prompt"), lines=4, elem_id="eg-prompt",
+                             placeholder=translatable("Ask anything, or pick an example below…"))
+    gr.Examples([p for _, p in example_prompts()], inputs=c["prompt"], label=translatable("Examples: writing · code · "
                 "math · summarisation · translation · Chinese"), examples_per_page=6)
     w["method"] = setting_widget(settings.BY_NAME["method"])
-    c["compare"] = gr.Checkbox(True, label=L("Also decode with vanilla afterwards (fair, one after the other)"))
+    c["compare"] = gr.Checkbox(True, label=translatable("Also decode with vanilla afterwards (fair, one after the other)"))
     w["max_new_tokens"] = setting_widget(settings.BY_NAME["max_new_tokens"])
-    with gr.Accordion(L("Tree settings"), open=False):
-        c["preset"] = gr.Radio(PRESET_CHOICES, value=settings.PAGE_PRESET, label=L("Preset"))
+    with gr.Accordion(translatable("Tree settings"), open=False):
+        c["preset"] = gr.Radio(PRESET_CHOICES, value=settings.PAGE_PRESET, label=translatable("Preset"))
         w.update({f.name: setting_widget(f) for f in group("tree")})
         c["tree_advice"] = gr.Markdown(recorded_advice(), elem_id="eg-tree-advice")  # which trees pay here
-    with gr.Accordion(L("Sampling (temperature 0 = greedy, reproducible)"), open=False):
+    with gr.Accordion(translatable("Sampling (temperature 0 = greedy, reproducible)"), open=False):
         w.update({f.name: setting_widget(f) for f in group("sampling")})
     picker.panel(c)  # the public target / head pairs, on a CUDA GPU only (picker.py)
     c["settings_note"] = gr.Markdown(elem_id="eg-settings-note")  # a typed number the slider clamped (wiring.py)
     with gr.Row():
-        c["gen_btn"] = gr.Button(L("▶ Generate"), variant="primary", elem_id="eg-generate")
-        c["step_btn"] = gr.Button(L("Step one cycle ›"), elem_id="eg-step")
-        c["stop_btn"] = gr.Button(L("■ Stop"), variant="stop", elem_id="eg-stop")
+        c["gen_btn"] = gr.Button(translatable("▶ Generate"), variant="primary", elem_id="eg-generate")
+        c["step_btn"] = gr.Button(translatable("Step one cycle ›"), elem_id="eg-step")
+        c["stop_btn"] = gr.Button(translatable("■ Stop"), variant="stop", elem_id="eg-stop")
 
 
 def decode_tab(c: dict, w: dict) -> None:
@@ -103,21 +103,21 @@ def decode_tab(c: dict, w: dict) -> None:
             c["text"] = gr.HTML(viz.colored_text_html([]), elem_id="eg-text")
             c["caption"] = gr.Markdown(elem_id="eg-caption")
             with gr.Row():
-                c["prev_btn"] = gr.Button(L("◀ Previous"), size="sm", min_width=90)
-                c["slider"] = views.CycleSlider(1, 2, value=1, step=1, label=L("Cycle"), scale=4, elem_id="eg-scrubber")
-                c["next_btn"] = gr.Button(L("Next ▶"), size="sm", min_width=90)
-                c["play_btn"] = gr.Button(L("▶ Play"), size="sm", min_width=80)
-                c["pause_btn"] = gr.Button(L("❚❚ Pause"), size="sm", min_width=80)
+                c["prev_btn"] = gr.Button(translatable("◀ Previous"), size="sm", min_width=90)
+                c["slider"] = views.CycleSlider(1, 2, value=1, step=1, label=translatable("Cycle"), scale=4, elem_id="eg-scrubber")
+                c["next_btn"] = gr.Button(translatable("Next ▶"), size="sm", min_width=90)
+                c["play_btn"] = gr.Button(translatable("▶ Play"), size="sm", min_width=80)
+                c["pause_btn"] = gr.Button(translatable("❚❚ Pause"), size="sm", min_width=80)
     with gr.Row():  # min_width: on a narrow screen the mask goes below the tree instead of over it
         c["tree"] = gr.Plot(show_label=False, label="Draft tree of this cycle", scale=3, min_width=380,
                             elem_id="eg-tree")
         c["mask"] = gr.Plot(show_label=False, label="Tree-attention mask", scale=2, min_width=330, elem_id="eg-mask")
     c["probs"] = gr.Plot(show_label=False, label="p (target) vs q (draft) for each tested token", elem_id="eg-probs")
-    gr.Markdown(L("## EAGLE beside vanilla decoding"))
+    gr.Markdown(translatable("## EAGLE beside vanilla decoding"))
     c["comparison"] = gr.HTML(viz.comparison_html(None, None), elem_id="eg-comparison")
     with gr.Row():
-        gr.Markdown(L("### Replay at the measured pace"))
-        c["replay_btn"] = gr.Button(L("↻ Replay"), size="sm", min_width=100)
+        gr.Markdown(translatable("### Replay at the measured pace"))
+        c["replay_btn"] = gr.Button(translatable("↻ Replay"), size="sm", min_width=100)
     c["replay"] = gr.HTML(elem_id="eg-replay")
     with gr.Row():
         c["acclen"] = gr.Plot(show_label=False, label="Accepted length per cycle", min_width=330, elem_id="eg-acclen")
@@ -136,7 +136,7 @@ def learn_tab(c: dict) -> None:
                                        elem_id="eg-languages")
             c["glossary"] = gr.Markdown(blocks["glossary"])
         with gr.Column(scale=2, min_width=360):
-            gr.Markdown(L("**Live figures of the cycle selected in the Decode tab**"))
+            gr.Markdown(translatable("**Live figures of the cycle selected in the Decode tab**"))
             c["learn_tree"] = gr.Plot(show_label=False, label="Draft tree")
             c["learn_mask"] = gr.Plot(show_label=False, label="Mask")
             c["learn_probs"] = gr.Plot(show_label=False, label="p vs q")
@@ -144,12 +144,12 @@ def learn_tab(c: dict) -> None:
 
 
 def traces_tab(c: dict) -> None:
-    gr.Markdown(L("Download the current run (EAGLE and vanilla, every cycle) or load a saved one: every view "
+    gr.Markdown(translatable("Download the current run (EAGLE and vanilla, every cycle) or load a saved one: every view "
                   f"works without the model. Files up to {MAX_TRACE_BYTES // 10 ** 6} MB. Shipped examples are below."))
     with gr.Row():
-        c["download"] = gr.DownloadButton(L("Download trace (JSON)"), interactive=False, elem_id="eg-download")
-        c["upload"] = gr.File(label=L("Load a trace (.json)"), file_types=[".json"], type="filepath", elem_id="eg-upload")
-    c["examples"] = gr.Dropdown(list(example_traces()), label=L("Example traces"), value=None, elem_id="eg-examples")
+        c["download"] = gr.DownloadButton(translatable("Download trace (JSON)"), interactive=False, elem_id="eg-download")
+        c["upload"] = gr.File(label=translatable("Load a trace (.json)"), file_types=[".json"], type="filepath", elem_id="eg-upload")
+    c["examples"] = gr.Dropdown(list(example_traces()), label=translatable("Example traces"), value=None, elem_id="eg-examples")
 
 
 def build() -> Page:
@@ -161,18 +161,18 @@ def build() -> Page:
         c["run"] = gr.State(None)  # id of this tab's latest Generate (its own stop flag, callbacks/flags.py)
         # this tab's language, "en" or "zh": the browser's at load, then the switch's; None until the load sets it
         c["lang"] = gr.State(None)
-        c["lang_switch"] = gr.Radio(LANG_CHOICES, value="en", label=L("Language"), show_label=False, container=False,
+        c["lang_switch"] = gr.Radio(LANG_CHOICES, value="en", label=translatable("Language"), show_label=False, container=False,
                                     elem_id="eg-lang")
-        gr.Markdown(L(TITLE), elem_id="eg-title")
+        gr.Markdown(translatable(TITLE), elem_id="eg-title")
         c["model"] = gr.Markdown(MODEL.status(), elem_id="eg-model")  # brought up to date by each page load
         c["status"] = gr.Markdown(elem_id="eg-status")
-        with gr.Tab(L("Decode")) as c["decode_tab"]:
+        with gr.Tab(translatable("Decode")) as c["decode_tab"]:
             decode_tab(c, w)
-        with gr.Tab(L("Learn")) as c["learn_tab"]:
+        with gr.Tab(translatable("Learn")) as c["learn_tab"]:
             learn_tab(c)
             hardware.panel(c)  # the hardware lesson (eagle_app/hardware.py)
         lesson.tab(c)  # the lesson a teacher runs (eagle_app/lesson.py)
-        with gr.Tab(L("Traces")) as c["traces_tab"]:
+        with gr.Tab(translatable("Traces")) as c["traces_tab"]:
             traces_tab(c)
         c["play_timer"] = gr.Timer(0.9, active=False)
         c["status_timer"] = gr.Timer(1.0, active=True)

@@ -65,10 +65,10 @@ def _t(fwd: dict, k: int) -> float:
 def _control(name: str, lang: str) -> str:
     """The Decode tab's label of a control, as the page shows it in `lang`."""
     from . import settings
-    from .i18n import ZH
+    from .i18n import CHINESE
 
     label = {"prompt": "Prompt", "preset": "Preset"}.get(name) or settings.BY_NAME[name].label
-    return ZH.get(label, label) if lang == "zh" else label
+    return CHINESE.get(label, label) if lang == "zh" else label
 
 
 def _bytes_per_weight(m: dict) -> int:

@@ -14,12 +14,13 @@ import torch
 
 from eagle_core import Engine, load_engine
 from eagle_core.cpu import path_line
+from eagle_core.environment import value
 from eagle_core.drafting.shipped import DEFAULT_HEAD3_DIR, DEFAULT_HEAD_DIR
 from eagle_core.target.gpu_presence import cached_mismatch
 from eagle_core.target import DEFAULT_HUB_ID, DEFAULT_MODEL
 
 from . import zerogpu
-from .i18n import APP
+from .i18n import APP_TEXT
 from .engine_thread import ENGINE_THREAD
 
 
@@ -73,13 +74,12 @@ class ModelHolder:
 
     def _load(self) -> None:
         try:
-            if os.environ.get("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
-                torch.set_num_threads(int(os.environ["EAGLE_APP_THREADS"]))
-            rope = os.environ.get("EAGLE_APP_HEAD3_ROPE_THETA")  # the head's trainer's RoPE base (docs/gpu.md)
-            choice = self.choice or dict(head3=os.environ.get("EAGLE_APP_HEAD3") or None,
-                                         head3_layer_ids=os.environ.get("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs",
-                                         head3_rope_theta=float(rope) if rope else None)
-            self.engine = load_engine(self.model, self.head, dtype=os.environ.get("EAGLE_APP_DTYPE") or None,
+            if value("EAGLE_APP_THREADS"):  # torch CPU threads, as the CLI's --threads
+                torch.set_num_threads(value("EAGLE_APP_THREADS"))
+            choice = self.choice or dict(head3=value("EAGLE_APP_HEAD3"),
+                                         head3_layer_ids=value("EAGLE_APP_HEAD3_LAYER_IDS") or "inputs",
+                                         head3_rope_theta=value("EAGLE_APP_HEAD3_ROPE_THETA"))  # docs/gpu.md
+            self.engine = load_engine(self.model, self.head, dtype=value("EAGLE_APP_DTYPE"),
                                       warm=not zerogpu.ZERO, **choice)
         except Exception as e:  # reported in the page; the app still replays traces
             self.error = f"{type(e).__name__}: {e}"
@@ -90,10 +90,10 @@ class ModelHolder:
         if self.engine is not None:
             return model_line(self.engine, self.load_s, lang)
         if self.error:
-            return APP("model.failed", lang, err=self.error)
+            return APP_TEXT("model.failed", lang, err=self.error)
         if self._job is None:
-            return APP("model.loading", lang, since="")
-        return APP("model.loading", lang, since=APP("model.since", lang, s=time.perf_counter() - self.t0))
+            return APP_TEXT("model.loading", lang, since="")
+        return APP_TEXT("model.loading", lang, since=APP_TEXT("model.since", lang, s=time.perf_counter() - self.t0))
 
     def status_plain(self, lang: str = "en") -> str:
         """The status line as plain text (a console, a progress bar): no Markdown bold, no hover element."""
@@ -112,20 +112,20 @@ def model_line(engine: Engine, load_s: float, lang: str = "en") -> str:
     device = str(t.device).split(":")[0]
     heads = [(label, n) for label, n in (("EAGLE-2", engine.head_name), ("EAGLE-3", engine.head3_name)) if n]
     if not heads:
-        head = APP("model.no_head", lang)
+        head = APP_TEXT("model.no_head", lang)
     elif any("random" in n for _, n in heads):
-        head = " + ".join(label for label, _ in heads) + APP("model.untrained", lang)
+        head = " + ".join(label for label, _ in heads) + APP_TEXT("model.untrained", lang)
     else:
-        who = APP("model.ours" if all(n in SHIPPED for _, n in heads) else "model.yours", lang)
-        head = APP("model.and", lang).join(label for label, _ in heads) + who
-    details = APP("model.details", lang, target=t.describe(), heads="; ".join(f"{label}: {n}" for label, n in heads)
-                  or APP("model.no_head", lang))
-    where = APP(f"model.on_{device}" if device in ("cpu", "cuda", "mps") else "model.on_other", lang, device=device)
-    loaded = APP("model.loaded", lang, s=load_s) if load_s > 0 else ""  # 0: an engine installed ready-made (tests)
-    line = APP("model.ready", lang, model=name, where=where, loaded=loaded, head=head,
-               title=html.escape(details, quote=True), more=APP("model.more", lang))
+        who = APP_TEXT("model.ours" if all(n in SHIPPED for _, n in heads) else "model.yours", lang)
+        head = APP_TEXT("model.and", lang).join(label for label, _ in heads) + who
+    details = APP_TEXT("model.details", lang, target=t.describe(), heads="; ".join(f"{label}: {n}" for label, n in heads)
+                  or APP_TEXT("model.no_head", lang))
+    where = APP_TEXT(f"model.on_{device}" if device in ("cpu", "cuda", "mps") else "model.on_other", lang, device=device)
+    loaded = APP_TEXT("model.loaded", lang, s=load_s) if load_s > 0 else ""  # 0: an engine installed ready-made (tests)
+    line = APP_TEXT("model.ready", lang, model=name, where=where, loaded=loaded, head=head,
+               title=html.escape(details, quote=True), more=APP_TEXT("model.more", lang))
     unused = cached_mismatch() if device == "cpu" else None  # a GPU torch cannot use: never silently the CPU
-    line += "\n\n" + APP("model.gpu_unused", lang, msg=html.escape(unused)) if unused else ""
+    line += "\n\n" + APP_TEXT("model.gpu_unused", lang, msg=html.escape(unused)) if unused else ""
     return line + path_note(t)
 
 
@@ -139,7 +139,7 @@ def path_note(target) -> str:
 def model_from_env() -> ModelHolder:
     """EAGLE_APP_MODEL / EAGLE_APP_HEAD / EAGLE_APP_HEAD3 override the default target and heads (a hub id
     or a directory); EAGLE_APP_HEAD3_LAYER_IDS=outputs for an EAGLE-3 head trained with SGLang or SpecForge."""
-    return ModelHolder(os.environ.get("EAGLE_APP_MODEL") or None, os.environ.get("EAGLE_APP_HEAD") or None)
+    return ModelHolder(value("EAGLE_APP_MODEL"), value("EAGLE_APP_HEAD"))
 
 
 MODEL = model_from_env()

@@ -20,7 +20,7 @@ import torch
 from eagle_core import PRESETS, DecodeSettings
 from eagle_core.config import MAX_CHAIN, MAX_DEPTH, MAX_TOTAL_TOKENS, MAX_TREE_TOP_K
 
-from .i18n import APP
+from .i18n import APP_TEXT
 
 MAX_PROMPT_CHARS = 6000  # checked before tokenising, so a pasted novel fails fast
 # The page's ranges where eagle_core sets none (its own bound is the model's context, or none)
@@ -41,10 +41,10 @@ OPENING = PRESETS[PAGE_PRESET]  # the tree the page opens with
 
 class Refusal(ValueError):
     """A refused input whose message the page shows in its language: `key` names the text in
-    eagle_app/i18n.py (APP), `fields` fill it in; str() is the English message."""
+    eagle_app/i18n.py (APP_TEXT), `fields` fill it in; str() is the English message."""
 
     def __init__(self, key: str, **fields):
-        super().__init__(APP(key, "en", **fields))
+        super().__init__(APP_TEXT(key, "en", **fields))
         self.key, self.fields = key, fields
 
 

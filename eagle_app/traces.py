@@ -19,7 +19,7 @@ import viz
 from viz.examples import example_traces, load_trace_file
 from viz.style import md_text
 
-from .i18n import APP, method_name, trace_title
+from .i18n import APP_TEXT, method_name, trace_title
 from .tempfiles import trace_dir
 from .views import all_views, new_state, outputs, session_id
 
@@ -106,8 +106,8 @@ def load_trace(path, title="", source=None, request: gr.Request = None, lang: st
     try:
         eagle, vanilla = load_trace_file(path)
     except (ValueError, OSError) as e:
-        gr.Warning(APP("trace.bad", lang, err=e), title=APP("trace.bad_title", lang))
-        return outputs(status="⚠ " + APP("trace.bad", lang, err=md_text(e)), upload=None)
+        gr.Warning(APP_TEXT("trace.bad", lang, err=e), title=APP_TEXT("trace.bad_title", lang))
+        return outputs(status="⚠ " + APP_TEXT("trace.bad", lang, err=md_text(e)), upload=None)
     finally:
         if source is None:
             _remove_upload(path)
@@ -120,9 +120,9 @@ def load_trace(path, title="", source=None, request: gr.Request = None, lang: st
 def replay_status(state: dict, lang: str = "en") -> str:
     """The status line of a loaded trace."""
     s = (state["eagle"] or state["vanilla"]).summary
-    return APP("trace.replaying", lang, title=md_text(trace_title(state["title"], lang)),
+    return APP_TEXT("trace.replaying", lang, title=md_text(trace_title(state["title"], lang)),
                method=md_text(method_name(s.method, lang)),
-               model=md_text(s.model) if s.model else APP("trace.unknown_model", lang), n=len(state["cycles"]))
+               model=md_text(s.model) if s.model else APP_TEXT("trace.unknown_model", lang), n=len(state["cycles"]))
 
 
 def _remove_upload(path: str) -> None:

@@ -12,12 +12,12 @@ import gradio as gr
 import viz
 from viz.style import md_text
 
-from .i18n import APP, text
+from .i18n import APP_TEXT, text
 
 VIEW = ("text", "tree", "mask", "probs", "caption", "slider")
 SUMMARY = ("comparison", "replay", "acclen", "depth", "timing")
 OUT = VIEW + SUMMARY + ("state", "status", "download", "examples", "model", "upload")
-TRACE_NOTE = ("note.trace", {})  # the cards' note, an eagle_app.i18n APP key and its fields (drawn in the tab's language)
+TRACE_NOTE = ("note.trace", {})  # the cards' note, an eagle_app.i18n APP_TEXT key and its fields (drawn in the tab's language)
 REASONS = ("max_new_tokens", "eos", "context_full", "stopped")
 
 
@@ -40,13 +40,13 @@ def new_state(eagle=None, vanilla=None, title="", source=None) -> dict:
 
 
 def note_text(note, lang: str = "en") -> str:
-    """The cards' note: (APP key, fields), the fields' own keys ("how") translated too, and a field that is
-    itself an (APP key, fields) pair ("device")."""
+    """The cards' note: (APP_TEXT key, fields), the fields' own keys ("how") translated too, and a field that is
+    itself an (APP_TEXT key, fields) pair ("device")."""
     if not note:
         return ""
     key, fields = note
-    tr = lambda k, v: APP(v, lang) if k == "how" else APP(v[0], lang, **v[1]) if isinstance(v, tuple) else v  # noqa: E731
-    return APP(key, lang, **{k: tr(k, v) for k, v in fields.items()})
+    tr = lambda k, v: APP_TEXT(v, lang) if k == "how" else APP_TEXT(v[0], lang, **v[1]) if isinstance(v, tuple) else v  # noqa: E731
+    return APP_TEXT(key, lang, **{k: tr(k, v) for k, v in fields.items()})
 
 
 # ---------------------------------------------------------------------------------- renderers
@@ -63,9 +63,9 @@ def cycle_views(state: dict, k: int | None, lang: str = "en") -> dict:
     """{text, tree, mask, probs, caption, slider} for cycle k (1-based; None = the last), in `lang`."""
     cycles = state["cycles"]
     if not cycles:
-        blank = viz.empty_figure(APP("blank.tree", lang))
+        blank = viz.empty_figure(APP_TEXT("blank.tree", lang))
         return dict(text=viz.colored_text_html([], lang=lang), tree=blank,
-                    mask=viz.empty_figure(APP("blank.mask", lang), 260), probs=blank, caption="",
+                    mask=viz.empty_figure(APP_TEXT("blank.mask", lang), 260), probs=blank, caption="",
                     slider=gr.Slider(minimum=1, maximum=2, value=1, label=text("Cycle", lang)))
     n = len(cycles)
     asked = cycle_number(k)
@@ -75,7 +75,7 @@ def cycle_views(state: dict, k: int | None, lang: str = "en") -> dict:
     return dict(text=viz.colored_text_html(cycles, selected=c.step, lang=lang), tree=viz.tree_figure(c, lang=lang),
                 mask=viz.mask_figure(c, lang, vanilla), probs=viz.probs_figure(c, lang, vanilla),
                 caption=viz.cycle_caption(c, n, lang=lang, vanilla=vanilla),
-                slider=gr.Slider(minimum=1, maximum=max(n, 2), value=i + 1, step=1, label=APP("slider.of", lang, n=n)))
+                slider=gr.Slider(minimum=1, maximum=max(n, 2), value=i + 1, step=1, label=APP_TEXT("slider.of", lang, n=n)))
 
 
 def summary_views(state: dict, lang: str = "en") -> dict:
@@ -90,14 +90,14 @@ def summary_views(state: dict, lang: str = "en") -> dict:
 
 def cleared_views(what: str, lang: str = "en") -> dict:
     """Placeholders for every view while a new run is on its way (nothing from the last run stays);
-    `what` is an APP key ("wait.after_runs": when they are drawn)."""
-    what = APP(what, lang)
-    wait = viz.empty_figure(APP("wait.figure", lang, what=what), height=200)
-    msg = APP("wait.text", lang, what=what)
+    `what` is an APP_TEXT key ("wait.after_runs": when they are drawn)."""
+    what = APP_TEXT(what, lang)
+    wait = viz.empty_figure(APP_TEXT("wait.figure", lang, what=what), height=200)
+    msg = APP_TEXT("wait.text", lang, what=what)
     return dict(text=viz.colored_text_html([], placeholder=msg), tree=wait, mask=wait, probs=wait, caption="",
                 slider=gr.Slider(minimum=1, maximum=2, value=1, label=text("Cycle", lang)),
-                comparison=viz.comparison_html(None, None, placeholder=APP("wait.cards", lang, what=what)),
-                replay=viz.replay_html(None, None, placeholder=APP("wait.replay", lang, what=what)),
+                comparison=viz.comparison_html(None, None, placeholder=APP_TEXT("wait.cards", lang, what=what)),
+                replay=viz.replay_html(None, None, placeholder=APP_TEXT("wait.replay", lang, what=what)),
                 acclen=wait, depth=wait, timing=wait)
 
 
@@ -117,7 +117,7 @@ def all_views(state: dict, lang: str = "en") -> dict:
     k = showcase_cycle(state["cycles"])
     views = cycle_views(state, k, lang)
     if k is not None and len(state["cycles"]) > 1:
-        views["caption"] += "\n\n" + APP("view.showcase", lang, n=len(state["cycles"]))
+        views["caption"] += "\n\n" + APP_TEXT("view.showcase", lang, n=len(state["cycles"]))
     return {**views, **summary_views(state, lang)}
 
 
@@ -127,50 +127,50 @@ def session_id(request: gr.Request | None) -> str:
 
 
 def reason_text(run, how: str = "", lang: str = "en") -> str:
-    """Why a run ended; `how` an APP key (or text) for a run that was stopped."""
+    """Why a run ended; `how` an APP_TEXT key (or text) for a run that was stopped."""
     s = run.summary
-    why = (APP(f"reason.{s.stop_reason}", lang) if s.stop_reason in REASONS
+    why = (APP_TEXT(f"reason.{s.stop_reason}", lang) if s.stop_reason in REASONS
            else md_text(s.stop_reason.replace("_", " ")))
     if how and s.stop_reason == "stopped":
-        why = APP(how[0], lang, **how[1]) if isinstance(how, tuple) else how
+        why = APP_TEXT(how[0], lang, **how[1]) if isinstance(how, tuple) else how
     if s.new_tokens == 0:
-        return APP("status.no_tokens", lang, why=why, n=s.prompt_tokens, s=s.prefill_ms / 1e3)
+        return APP_TEXT("status.no_tokens", lang, why=why, n=s.prompt_tokens, s=s.prefill_ms / 1e3)
     return why
 
 
 def done_status(state: dict, how: dict | None = None, lang: str = "en") -> str:
-    """`how`: {kind: how a stopped run was stopped, an (APP key, fields) pair or a text}."""
+    """`how`: {kind: how a stopped run was stopped, an (APP_TEXT key, fields) pair or a text}."""
     parts = []
-    for kind, label in (("eagle", "EAGLE"), ("vanilla", APP("label.vanilla", lang))):
+    for kind, label in (("eagle", "EAGLE"), ("vanilla", APP_TEXT("label.vanilla", lang))):
         r = state[kind]
         if r is not None:
             s = r.summary
-            parts.append(APP("status.run", lang, label=label, n=s.new_tokens, rate=s.tokens_per_s, tau=s.tau,
+            parts.append(APP_TEXT("status.run", lang, label=label, n=s.new_tokens, rate=s.tokens_per_s, tau=s.tau,
                              why=reason_text(r, (how or {}).get(kind, ""), lang)))
-    return APP("status.done", lang) + " · ".join(parts) if parts else ""
+    return APP_TEXT("status.done", lang) + " · ".join(parts) if parts else ""
 
 
 def progress_line(kind: str, tokens: int, cycles: int, started: float, max_new: int, before: str = "",
                   lang: str = "en") -> str:
     """The only thing sent to the page while a timed run decodes. No rate until it means something."""
-    name = "EAGLE" if kind == "eagle" else APP("label.vanilla", lang)
+    name = "EAGLE" if kind == "eagle" else APP_TEXT("label.vanilla", lang)
     dt = time.perf_counter() - started
-    rate = APP("status.rate", lang, r=tokens / dt) if dt >= 2.0 and cycles >= 3 else ""
-    return APP("status.progress", lang, before=before, name=name, k=min(tokens, max_new), max_new=max_new,
+    rate = APP_TEXT("status.rate", lang, r=tokens / dt) if dt >= 2.0 and cycles >= 3 else ""
+    return APP_TEXT("status.progress", lang, before=before, name=name, k=min(tokens, max_new), max_new=max_new,
                cycles=cycles, dt=dt, rate=rate)
 
 
 def refusal_text(error: Exception, lang: str = "en") -> str:
-    """A refused input's message in `lang`: settings.Refusal carries its APP key; any other error
+    """A refused input's message in `lang`: settings.Refusal carries its APP_TEXT key; any other error
     (eagle_core's checks) is English, prefixed in Chinese."""
     key, fields = getattr(error, "key", None), getattr(error, "fields", {})
-    return APP(key, lang, **fields) if key else APP("refuse.other", lang, msg=str(error))
+    return APP_TEXT(key, lang, **fields) if key else APP_TEXT("refuse.other", lang, msg=str(error))
 
 
 def refuse(error, lang: str = "en") -> tuple:
     """A bad input: a warning toast and a line in the status; every figure stays as it was."""
     message = refusal_text(error, lang) if isinstance(error, Exception) else str(error)
-    gr.Warning(message, title=APP("refuse.title", lang))
+    gr.Warning(message, title=APP_TEXT("refuse.title", lang))
     return outputs(status=f"⚠ {md_text(message)}")
 
 

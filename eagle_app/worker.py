@@ -18,10 +18,10 @@ import torch
 
 from eagle_core import DecodeSettings, Engine
 from eagle_core.decode import Generation
-from eagle_core.parting import first_parting
+from eagle_core.divergence import first_parting
 
 from . import zerogpu
-from .line import FAIR_BUDGET_S, RUN_BUDGET_S
+from .decode_queue import FAIR_BUDGET_S, RUN_BUDGET_S
 from .tokens import readable_run
 from .engine_thread import ENGINE_THREAD
 from . import model as app_model  # read at call time: the app (and a test) may replace MODEL

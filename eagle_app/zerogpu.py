@@ -25,14 +25,15 @@ this module first, since `spaces` must be imported before anything initialises C
 from __future__ import annotations
 
 import multiprocessing
-import os
 import sys
 import threading
 
+from eagle_core.environment import flag
 
-def on_zerogpu(env=os.environ) -> bool:
+
+def on_zerogpu(env=None) -> bool:
     """True on a ZeroGPU Space: SPACES_ZERO_GPU is "1", "t" or "true", as the `spaces` package reads it."""
-    return str(env.get("SPACES_ZERO_GPU", "")).strip().lower() in ("1", "t", "true")
+    return flag("SPACES_ZERO_GPU", env)
 
 
 def _spaces():
@@ -51,7 +52,7 @@ def _spaces():
 SPACES = _spaces()
 ZERO = SPACES is not None  # decoding goes through spaces.GPU
 # Stop for a decode running in the GPU worker process: a threading.Event would stay in this process.
-# One event is enough, since one decode runs at a time (eagle_app/line.py).
+# One event is enough, since one decode runs at a time (eagle_app/decode_queue.py).
 STOP = multiprocessing.get_context("fork").Event() if ZERO else threading.Event()
 
 

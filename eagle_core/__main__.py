@@ -11,6 +11,7 @@ import json
 import sys
 
 from .config import METHODS, DecodeSettings, add_tree_argument, add_weights_argument, default_tree, fast_from_args
+from .environment import problems
 
 METHOD_ALIASES = {"eagle": "eagle2", **{m: m for m in METHODS}}  # "eagle" is the default, EAGLE-2
 
@@ -65,6 +66,10 @@ def settings_from_args(a, device: str):
 
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
+    bad = problems(used_by=("engine",))  # a bad environment variable: its one line, exit code 2, no traceback
+    if bad:
+        print("\n".join(f"error: {line}" for line in bad), file=sys.stderr)
+        return 2
     import torch
 
     from .cpu import path_line, weights_line

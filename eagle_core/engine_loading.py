@@ -53,7 +53,7 @@ def load_engine(model: str | Target | None = None, head: str | None = None, head
     head3_layer_ids  "inputs" (official, vLLM) or "outputs" (SGLang, SpecForge): what the EAGLE-3
                 head's aux-layer ids count
     head3_rope_theta  the RoPE base the EAGLE-3 head's trainer used, where its config says another
-                (eagle_app/pairs.py names it per published head); None: the config's
+                (eagle_app/public_models.py names it per published head); None: the config's
     full_vocab  draft the EAGLE-1/2 head over the target's full vocabulary instead of its own
                 reduced draft vocabulary (verification always uses the full one)
     fast        the CPU fast path's options (eagle_core/cpu/options.py: the kernels, how far the passes

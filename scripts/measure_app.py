@@ -1,12 +1,13 @@
 """Measure the app's numbers for docs/app.md (not a test; run it by hand). With a browser on the
 machine, see scripts/measure_app_vs_cli.py.
 
-    python -m scripts.measure_app startup        # `python app.py` -> page served, and -> model ready (warm cache)
-    python -m scripts.measure_app startup-cold   # same with an empty weight cache (GGUF conversion)
-    python -m scripts.measure_app ui             # tokens/s with and without the app's callback (no browser)
+    python scripts/measure_app.py startup        # `python app.py` -> page served, and -> model ready (warm cache)
+    python scripts/measure_app.py startup-cold   # same with an empty weight cache (GGUF conversion)
+    python scripts/measure_app.py ui             # tokens/s with and without the app's callback (no browser)
 """
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import statistics
@@ -18,6 +19,7 @@ import urllib.request
 from types import SimpleNamespace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # run as a file from anywhere: the app's packages
 PROMPT = "Write a Python function that checks whether a string is a palindrome."
 
 
@@ -82,6 +84,16 @@ def ui(rounds: int = 3, max_new: int = 24) -> None:
     print(f"tokens/s engine alone {b:.2f} {bare}; inside the app {u:.2f} {with_ui}; UI overhead {100 * (1 - u / b):+.1f}%")
 
 
+MEASURES = {"startup": lambda: startup(False), "startup-cold": lambda: startup(True), "ui": ui}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("what", nargs="?", default="ui", choices=list(MEASURES), help="what to measure (default: ui)")
+    MEASURES[ap.parse_args(argv).what]()
+
+
 if __name__ == "__main__":
-    what = sys.argv[1] if len(sys.argv) > 1 else "ui"
-    {"startup": lambda: startup(False), "startup-cold": lambda: startup(True), "ui": ui}[what]()
+    main()

@@ -16,12 +16,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-
-from eagle_core.bench.report import bandwidth_bands, save_json  # noqa: E402
-from eagle_core.machine import machine_info  # noqa: E402
-from eagle_core.cpu.kernels import build  # noqa: E402
-from eagle_core.target import load_target  # noqa: E402
 
 ROWS = (1, 5, 8)
 PATHS = {"avx2": 0, "avx512": 1}
@@ -34,6 +28,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--context", type=int, default=300)
     ap.add_argument("--json-out")
     args = ap.parse_args(argv)
+    # after the arguments, so that --help loads nothing
+    import torch
+    from eagle_core.bench.report import bandwidth_bands, save_json
+    from eagle_core.machine import machine_info
+    from eagle_core.cpu.kernels import build
+    from eagle_core.target import load_target
+
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         sys.exit("the AVX-512 path runs only on a CPU with AVX-512")
     torch.set_num_threads(args.threads)

@@ -6,7 +6,10 @@ EOS), so rows that finish early and keep a batch slot cost what they cost. Also 
 answers are the same batched as alone (on the default model's float32 CPU kernels they may differ
 late in an answer: a batch of 16 rows runs other matrix kernels than a single row).
 
-    python scripts/measure_batched_gen.py --prompts 32 --batches 1,16,32 --max-new-tokens 128
+    python scripts/measure_batched_gen.py --train-dir PROMPTS/train --eval-dir PROMPTS/eval \
+        --prompts 32 --batches 1,16,32 --max-new-tokens 128
+
+PROMPTS is the prompt collection `ids-gen` reads (docs/training.md, "The data").
 """
 from __future__ import annotations
 
@@ -17,15 +20,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-
-from eagle_core.train.__main__ import SHARED  # noqa: E402
-from eagle_core.train.data import generate_batch  # noqa: E402
-from eagle_core.train.gen_ids import prompt_order  # noqa: E402
-
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--train-dir", required=True, help="the prompts' train folder, as ids-gen's --train-dir")
+    ap.add_argument("--eval-dir", required=True, help="the prompts' eval folder, as ids-gen's --eval-dir")
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--batches", default="1,16,32")
     ap.add_argument("--single-prompts", type=int, default=4, help="prompts answered at batch size 1 (it is slow)")
@@ -33,11 +32,16 @@ def main():
     ap.add_argument("--max-prompt-tokens", type=int, default=384)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    import torch  # after the arguments: --help loads nothing
+
     from eagle_core import load_target
+    from eagle_core.train.data import generate_batch
+    from eagle_core.train.gen_ids import prompt_order
+
+    torch.set_num_threads(args.threads)
 
     target = load_target()
-    prompts, _ = prompt_order(os.path.join(SHARED, "train"), os.path.join(SHARED, "eval"), 0)
+    prompts, _ = prompt_order(args.train_dir, args.eval_dir, 0)
     enc = [target.encode_prompt(p.text) for p in prompts[:args.prompts]]
     enc = sorted((e for e in enc if len(e) <= args.max_prompt_tokens), key=len)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")

@@ -24,13 +24,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-
-from eagle_core import DecodeSettings, load_engine  # noqa: E402
-from eagle_core.bench.report import save_json  # noqa: E402
-from eagle_core.cpu import kernels  # noqa: E402
-from eagle_core.machine import machine_info  # noqa: E402
-
 
 def timed(fn, before, pre, repeats: int) -> float:
     """Median microseconds of fn() over `repeats`, each after before() then pre() (untimed)."""
@@ -51,6 +44,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json-out")
     args = ap.parse_args(argv)
+    # after the arguments, so that --help loads nothing
+    import torch
+    from eagle_core import DecodeSettings, load_engine
+    from eagle_core.bench.report import save_json
+    from eagle_core.cpu import kernels
+    from eagle_core.machine import machine_info
+
     torch.set_num_threads(args.threads)
     eng = load_engine()
     lib = kernels.library()

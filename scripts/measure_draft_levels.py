@@ -15,12 +15,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-
-from eagle_core import DecodeSettings, load_engine  # noqa: E402
-from eagle_core.bench.prompts import MT_BENCH, load_prompts  # noqa: E402
-from eagle_core.machine import machine_info  # noqa: E402
-
 
 def slope(xs, ys) -> float:
     """Least-squares slope of ys against xs."""
@@ -36,6 +30,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json-out", default=None)
     a = ap.parse_args(argv)
+    # after the arguments, so that --help loads nothing
+    import torch
+    from eagle_core import DecodeSettings, load_engine
+    from eagle_core.bench.prompts import MT_BENCH, load_prompts
+    from eagle_core.machine import machine_info
+
     torch.set_num_threads(a.threads)
     engine = load_engine()
     prompts = [p.text for p in load_prompts(MT_BENCH, per_category=1)]

@@ -26,11 +26,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-
-from eagle_core.bench.report import bandwidth_bands, save_json  # noqa: E402
-from eagle_core.machine import machine_info  # noqa: E402
-from eagle_core.cpu.kernels import build  # noqa: E402
 
 SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)] * 30 + [(49152, 576)]
 ROWS = (1, 5, 8)
@@ -38,10 +33,14 @@ ROWS = (1, 5, 8)
 
 def compiled(defines: str, tmp: str, i: int):
     """The kernels built with the defines "NAME=VALUE+NAME=VALUE"."""
+    from eagle_core.cpu.kernels import build
+
     return build.compile_kernels(os.path.join(tmp, f"kernels-{i}.so"), tuple(defines.split("+")))
 
 
 def packed(lib, n: int, k: int, g: torch.Generator):
+    import torch
+
     size = (n + 15) // 16 * 16 * k
     buf = torch.empty(size + 16)
     p = buf[(-buf.data_ptr() % 64) // 4:][:size]
@@ -57,6 +56,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json-out")
     args = ap.parse_args(argv)
+    # after the arguments, so that --help loads nothing
+    import torch
+    from eagle_core.bench.report import bandwidth_bands, save_json
+    from eagle_core.machine import machine_info
+
     if not torch.backends.cpu.get_cpu_capability() == "AVX512":
         sys.exit("these tiles run only on a CPU with AVX-512")
     names = args.builds

@@ -18,7 +18,7 @@ from eagle_app import traces as at
 from eagle_app import views as av
 from eagle_app.callbacks import decoding as cb
 from eagle_app.callbacks import page as page_events
-from eagle_app.line import DecodeLine
+from eagle_app.decode_queue import DecodeLine
 from eagle_app.model import ModelHolder
 from eagle_app.settings import MAX_PROMPT_CHARS, build
 from eagle_app.tempfiles import trace_dir

@@ -5,11 +5,11 @@ import itertools
 import pytest
 import torch
 
-from eagle_core.cpu import kernels as K
+from eagle_core.cpu import kernels
 from eagle_core.cpu.kernels.attention import _attend, additive
 
-lib = K.library()
-needs_kernels = pytest.mark.skipif(lib is None, reason=f"kernels unavailable: {K.library_error()}")
+lib = kernels.library()
+needs_kernels = pytest.mark.skipif(lib is None, reason=f"kernels unavailable: {kernels.library_error()}")
 needs_avx512 = pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() != "AVX512", reason="no AVX-512 here")
 
 

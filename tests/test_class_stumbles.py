@@ -14,7 +14,7 @@ import viz
 from eagle_app import views as av
 from eagle_app.callbacks import decoding as cb
 from eagle_app.callbacks import page as page_events
-from eagle_app.line import DecodeLine
+from eagle_app.decode_queue import DecodeLine
 from eagle_app.settings import build
 from eagle_core import DecodeSettings
 from eagle_core.trace import ACCEPTED
@@ -135,7 +135,7 @@ def test_measured_rate_changes_the_estimate(monkeypatch):
 
 
 def test_the_first_guess_is_the_recorded_t1():
-    from eagle_app.line import recorded_rate
+    from eagle_app.decode_queue import recorded_rate
 
     rate = recorded_rate()
     assert rate is None or DecodeLine().rate == pytest.approx(rate)

@@ -10,10 +10,10 @@ import torch
 from conftest import CharTokenizer, tiny_head, tiny_target
 from test_kernels import _row_invariance, needs_smallgemm
 from eagle_core import DecodeSettings, Engine, FastPath, from_model
-from eagle_core.cpu import forward as cpu_forward, kernels as K
+from eagle_core.cpu import forward as cpu_forward, kernels
 from eagle_core.tree import tree_attention_mask, tree_positions
 
-BITWISE = K.library() is not None  # smallgemm installed: assert equal bits, else a tight tolerance
+BITWISE = kernels.library() is not None  # smallgemm installed: assert equal bits, else a tight tolerance
 CONFIGS = {  # name -> (model type, config overrides): what the CPU decoder must get right
     "llama": ("llama", {}),
     "qwen2": ("qwen2", {}),  # q/k/v biases, fused with their weights
@@ -277,7 +277,7 @@ def test_per_call_fallbacks(decoder_calls):
         target.model.eval()
         assert len(decoder_calls) == 1
         with target.kernels.stock():
-            probe = K.install(target.model, "mkl")
+            probe = kernels.install(target.model, "mkl")
             torch.testing.assert_close(target.forward(ids, target.new_cache()), ref, rtol=1e-5, atol=1e-5)
             for parent, attr, orig, _ in probe.swaps:
                 setattr(parent, attr, orig)

@@ -4,7 +4,7 @@ with them switched off."""
 import pytest
 import torch
 
-from eagle_core.cpu import FastPath, kernels as K
+from eagle_core.cpu import FastPath, kernels
 from eagle_core.decode import compact_cache
 from eagle_core.cpu.kernels import compact as compact_module, rows as rows_module
 from eagle_core.cpu.kernels.compact import move_rows
@@ -17,7 +17,7 @@ def _without_cycle_kernels(monkeypatch):
     monkeypatch.setattr(rows_module, "library", lambda: None)
     monkeypatch.setattr(compact_module, "library", lambda: None)
 
-needs_kernels = pytest.mark.skipif(K.library() is None, reason=f"kernels unavailable: {K.library_error()}")
+needs_kernels = pytest.mark.skipif(kernels.library() is None, reason=f"kernels unavailable: {kernels.library_error()}")
 
 
 @needs_kernels
@@ -145,15 +145,15 @@ def test_int8_rows_product_matches_a_float64_reference_and_is_batch_invariant(n,
     g = torch.Generator().manual_seed(n + k)
     w = torch.randn(n, k, generator=g) * 0.05
     w[0] = 0.0  # an all-zero row gets scale 1, q 0
-    q, s = K.SmallGemm8.quantize(w)
+    q, s = kernels.SmallGemm8.quantize(w)
     assert q.dtype == torch.int8 and int(q.abs().max()) <= 127 and s[0] == 1 and not q[0].any()
-    rounded = K.SmallGemm8.rounded(w)
-    assert torch.equal(K.SmallGemm8.quantize(rounded)[0], q)  # quantizing the rounded values again: the same q
+    rounded = kernels.SmallGemm8.rounded(w)
+    assert torch.equal(kernels.SmallGemm8.quantize(rounded)[0], q)  # quantizing the rounded values again: the same q
     assert ((rounded - w).abs() <= s[:, None] / 2 * 1.0001).all()
-    state = K.SmallGemm8.prepare(rounded)
+    state = kernels.SmallGemm8.prepare(rounded)
     x = torch.randn(11, k, generator=g)
-    y = K.SmallGemm8.run(state, x, None)
-    xr = K.SmallGemm8.x_as_int16(x) if K.SmallGemm8.int16_rows(k) else x  # what the kernel multiplies
+    y = kernels.SmallGemm8.run(state, x, None)
+    xr = kernels.SmallGemm8.x_as_int16(x) if kernels.SmallGemm8.int16_rows(k) else x  # what the kernel multiplies
     ref = (xr.double() @ rounded.double().T).float()
     torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
     threads = torch.get_num_threads()
@@ -161,30 +161,30 @@ def test_int8_rows_product_matches_a_float64_reference_and_is_batch_invariant(n,
         for t in {1, threads}:
             torch.set_num_threads(t)
             for m in (1, 2, 3, 8):
-                assert torch.equal(K.SmallGemm8.run(state, x[:m].contiguous(), None), y[:m])
-            assert torch.equal(K.SmallGemm8.run(state, x[5:6].contiguous(), None), y[5:6])
+                assert torch.equal(kernels.SmallGemm8.run(state, x[:m].contiguous(), None), y[:m])
+            assert torch.equal(kernels.SmallGemm8.run(state, x[5:6].contiguous(), None), y[5:6])
     finally:
         torch.set_num_threads(threads)
-    lin = K.linear_of(rounded, "smallgemm8")
+    lin = kernels.linear_of(rounded, "smallgemm8")
     with torch.inference_mode():
         assert torch.equal(lin(x), y)
     # a NaN or an infinity in a row gives that row NaN outputs (callers look for NaN), the others unchanged
     bad = x.clone()
     bad[3, 0], bad[7, -1] = float("nan"), float("inf")
-    yb = K.SmallGemm8.run(state, bad, None)
+    yb = kernels.SmallGemm8.run(state, bad, None)
     keep = [i for i in range(11) if i not in (3, 7)]
     assert yb[3].isnan().all() and not yb[7].isfinite().any() and torch.equal(yb[keep], y[keep])
 
 
 @needs_kernels
 def test_int8_rows_refuse_what_they_cannot_serve():
-    assert not K.SmallGemm8.serves(torch.randn(4, 12))  # K not a multiple of 8
-    assert not K.SmallGemm8.serves(torch.randn(4, 16, dtype=torch.float64))
+    assert not kernels.SmallGemm8.serves(torch.randn(4, 12))  # K not a multiple of 8
+    assert not kernels.SmallGemm8.serves(torch.randn(4, 16, dtype=torch.float64))
     bad = torch.randn(4, 16)
     bad[2, 3] = float("inf")
-    assert not K.SmallGemm8.serves(bad)
+    assert not kernels.SmallGemm8.serves(bad)
     with pytest.raises(ValueError, match="smallgemm8"):
-        K.SmallGemm8.prepare(bad)
+        kernels.SmallGemm8.prepare(bad)
 
 
 @needs_kernels

@@ -85,13 +85,11 @@ def test_shipped_head_loads_strictly_and_drafts(default_target):
 def test_shipped_example_traces_are_what_todays_engine_decodes(engine, name):
     """The app replays assets/traces/ as examples: they must be runs of today's engine and head,
     not of an earlier one (after an engine or head change: python scripts/record_traces.py --examples)."""
-    from eagle_core.config import DecodeSettings as S
-
     with open(os.path.join(ROOT, "assets", "traces", name)) as f:
         runs = json.load(f)["runs"]
     for method, run in runs.items():
         s = run["summary"]
-        got = engine.run(s["prompt"], S(**s["settings"]))
+        got = engine.run(s["prompt"], DecodeSettings(**s["settings"]))
         assert list(got.summary.token_ids) == s["token_ids"], (name, method)
         if method != "vanilla":
             assert got.summary.cycles == s["cycles"], (name, method)  # the same trees, not only the same text

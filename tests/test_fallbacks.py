@@ -13,11 +13,11 @@ import torch
 
 from conftest import tiny_head, tiny_target
 from eagle_core import DecodeSettings, Engine, FastPath
-from eagle_core.cpu import kernels as K, path_line, path_status
+from eagle_core.cpu import kernels, path_line, path_status
 from eagle_core.cpu.kernels import build
 from eagle_core.cpu.status import SLOWER_WITHOUT_KERNELS
 
-needs_library = pytest.mark.skipif(K.library() is None, reason=f"kernels unavailable: {K.library_error()}")
+needs_library = pytest.mark.skipif(kernels.library() is None, reason=f"kernels unavailable: {kernels.library_error()}")
 
 
 @pytest.fixture
@@ -26,8 +26,8 @@ def fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("EAGLE_EXPLAINER_CACHE", str(tmp_path))
     monkeypatch.delenv(build.PORTABLE_ENV, raising=False)
     monkeypatch.setattr(build, "_LIB", list(build._LIB))
-    monkeypatch.setattr(K.calibration, "REJECTED", {})
-    monkeypatch.setattr(K.backends, "_SMALLGEMM", K.backends._LazyFn())
+    monkeypatch.setattr(kernels.calibration, "REJECTED", {})
+    monkeypatch.setattr(kernels.backends, "_SMALLGEMM", kernels.backends._LazyFn())
     return monkeypatch
 
 
@@ -49,7 +49,7 @@ def test_no_compiler_is_named_with_its_cost_and_identity_kept(fresh):
     assert f"about {SLOWER_WITHOUT_KERNELS:g}x slower" in line and "docs/performance.md" in line
     assert "still equals vanilla" in line
     assert "smallgemm" not in target.kernels.choice.values()
-    assert target.config._attn_implementation == K.attention.NAME  # its torch twin (attend_rows), row invariant
+    assert target.config._attn_implementation == kernels.attention.NAME  # its torch twin (attend_rows), row invariant
     engine = Engine(target, tiny_head(target, seed=11))  # and greedy EAGLE equals vanilla on it
     s = dict(max_new_tokens=24, chat_template=False)
     assert (engine.run("hello world", DecodeSettings(method="eagle2", depth=4, tree_top_k=4, total_tokens=12, **s))
@@ -88,7 +88,7 @@ def test_the_engines_kernels_say_nothing(fresh):
 
 @needs_library
 def test_a_rejected_smallgemm_is_named(fresh):
-    fresh.setattr(K.calibration, "batch_invariant", lambda b, n, k: b.name != "smallgemm")
+    fresh.setattr(kernels.calibration, "batch_invariant", lambda b, n, k: b.name != "smallgemm")
     st = path_status(tiny_target("llama", seed=1, vocab=8))
     assert st.identical and "smallgemm failed the batch-invariance check" in st.line()
 

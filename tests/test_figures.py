@@ -159,10 +159,10 @@ def rendered_text(markdown: str) -> str:
 def chinese_markdown() -> dict[str, str]:
     from eagle_app import i18n
     from viz.hardware import TEXT
-    from viz.i18n import T
+    from viz.i18n import FIGURE_TEXT
 
     out = {f"learn.{k}": v for k, v in learn.learn_blocks("zh").items()}
-    out.update({f"ZH.{en[:30]}": zh for en, zh in i18n.ZH.items()})
+    out.update({f"CHINESE.{en[:30]}": zh for en, zh in i18n.CHINESE.items()})
     sample = dict(n=3, total=9, k=2, s=1.5, fair=20, budget=60, ahead=1, wait=12, what="EAGLE", each="", guess=4,
                   done="x", label="EAGLE", rate=3.1, tau=2.0, why="x", model="SmolLM2", where="x", loaded="", head="x",
                   title="x", more="x", err="x", since="", method="x", target="x", hint="x", pair="x", threads=2,
@@ -172,7 +172,7 @@ def chinese_markdown() -> dict[str, str]:
                   share=0.1, best_here="x", best_gpu="x", tree="x", speedup=1.0, ks="1", vals="1", t1=1.0, steps="x",
                   prompts="x", layers=30, layer=0.03, e="x", margin="1", scale="1", dtype="x", tol="1", mark="x",
                   tokens=4, per=2)
-    for strings, name in ((i18n.APP, "APP"), (T, "T"), (TEXT, "HW")):
+    for strings, name in ((i18n.APP_TEXT, "APP_TEXT"), (FIGURE_TEXT, "FIGURE_TEXT"), (TEXT, "HW")):
         for key in strings.entries:
             try:
                 out[f"{name}.{key}"] = strings(key, "zh", **sample)

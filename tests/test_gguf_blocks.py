@@ -87,7 +87,7 @@ def test_the_files_blocks_are_the_float32_targets_weights(default_blocks):
     weight exactly, rows in transformers' order; 96 MB of blocks in all."""
     from safetensors import safe_open
 
-    from eagle_core.paths import cache_root
+    from eagle_core.environment import cache_root
 
     names = [n for n in default_blocks if n.startswith("model.layers.0.")] + ["model.embed_tokens"]
     assert len(names) == 8 and len(default_blocks) == 30 * 7 + 2
@@ -197,7 +197,7 @@ def test_the_default_model_on_its_blocks_predicts_as_in_float32(default_blocks):
     (a wrong name, row order or format would not), its logits within a few percent."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from eagle_core.paths import cache_root
+    from eagle_core.environment import cache_root
 
     path = os.path.join(cache_root(), "SmolLM2-135M-Instruct-f32")
     if not os.path.exists(os.path.join(path, "model.safetensors")):

@@ -246,7 +246,7 @@ def test_the_panel_speaks_the_tabs_language(tiny, monkeypatch):
     """The panel showed English on a Chinese page: the callback answers in the tab's language, and the
     switch redraws the panel from the tab's own measurement (or the recorded one)."""
     from eagle_app import hardware as panel
-    from eagle_app.i18n import ZH
+    from eagle_app.i18n import CHINESE
     from eagle_app.model import ModelHolder
 
     target, head = tiny
@@ -260,7 +260,7 @@ def test_the_panel_speaks_the_tabs_language(tiny, monkeypatch):
     assert status.startswith("Measured in") and "Why the best tree" in why and "k = 1..64" in intro
     intro, why, fig, md, status = panel.redraw("zh", None)
     assert "记录的" in status and "为什么" in why and "测量本机" in intro
-    assert ZH[TEXT("panel")] == "为什么草稿树的大小取决于硬件" and ZH[TEXT("button")] == "测量本机"  # Gradio's i18n
+    assert CHINESE[TEXT("panel")] == "为什么草稿树的大小取决于硬件" and CHINESE[TEXT("button")] == "测量本机"  # Gradio's i18n
 
 
 def test_the_panel_runs_on_the_default_model_in_under_a_minute():

@@ -10,7 +10,7 @@ from conftest import CharTokenizer
 from test_kernels import needs_smallgemm
 from eagle_core import DecodeSettings, Engine, FastPath, from_model
 from eagle_core.cpu import head_pass as head_pass
-from eagle_core.cpu import kernels as K
+from eagle_core.cpu import kernels
 from eagle_core.drafting.shipped import random_head3
 from eagle_core.drafting.head import EagleHead, HeadConfig
 from eagle_core.cpu.kernels import SmallGemm8, SmallGemm16
@@ -215,7 +215,7 @@ def test_an_eagle3_heads_float16_lm_head_is_read_as_float16_with_the_same_logits
     assert d.lm.backend is SmallGemm16
     x = torch.randn(3, 64)
     with torch.inference_mode():
-        ref = K.linear_of(d.lm_weight, "smallgemm")
+        ref = kernels.linear_of(d.lm_weight, "smallgemm")
         assert torch.equal(d._logits(x), ref(d.head.norm(x)).float())
     assert Engine(t, head3=_eagle3(t)).drafter3.lm.backend is not SmallGemm16  # float32 values: float32 storage
 

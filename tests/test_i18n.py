@@ -18,7 +18,7 @@ from tests.app_fixtures import CHROMIUM, CHROMIUM_ARGS, chain_cycle, free_port, 
 from viz import learn, learn_zh
 from viz.figures import fill
 from viz.hardware import TEXT as HARDWARE
-from viz.i18n import T, lang_of
+from viz.i18n import FIGURE_TEXT, lang_of
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese characters or Chinese punctuation
@@ -28,14 +28,14 @@ DEFAULTS = dict(method="eagle2", depth=2, tree_top_k=2, total_tokens=4, chain_le
 
 
 def test_every_text_has_both_languages():
-    import app  # noqa: F401  (builds the page: layout.py wraps every static text in i18n.L)
+    import app  # noqa: F401  (builds the page: layout.py wraps every static text in i18n.translatable)
 
-    assert i18n.USED == set(i18n.ZH), set(i18n.ZH) ^ i18n.USED  # each Chinese entry is used, each used one has it
+    assert i18n.USED == set(i18n.CHINESE), set(i18n.CHINESE) ^ i18n.USED  # each Chinese entry is used, each used one has it
     tables = i18n.gradio_i18n().translations_dict
     for loc in ("zh", "zh-CN", "zh-TW"):
-        assert set(tables[loc]) == set(tables["en"]) == set(i18n.ZH)
-    assert all(HAN.search(zh) or zh == en for en, zh in i18n.ZH.items())
-    for strings in (i18n.APP, T, HARDWARE):
+        assert set(tables[loc]) == set(tables["en"]) == set(i18n.CHINESE)
+    assert all(HAN.search(zh) or zh == en for en, zh in i18n.CHINESE.items())
+    for strings in (i18n.APP_TEXT, FIGURE_TEXT, HARDWARE):
         for key, (en, zh) in strings.entries.items():
             assert en and zh, key
             # the same fields in both (a field missing in one language is a number the reader never sees)

@@ -3,9 +3,9 @@ import pytest
 import torch
 from torch import nn
 
-from eagle_core.cpu import kernels as K
+from eagle_core.cpu import kernels
 
-needs_smallgemm = pytest.mark.skipif(K.library() is None, reason=f"smallgemm unavailable: {K.library_error()}")
+needs_smallgemm = pytest.mark.skipif(kernels.library() is None, reason=f"smallgemm unavailable: {kernels.library_error()}")
 
 
 def _reference(x, w, b=None):
@@ -19,9 +19,9 @@ def _reference(x, w, b=None):
 def test_smallgemm_matches_float64_reference(n, k, m):
     g = torch.Generator().manual_seed(n * 1000 + k * 10 + m)
     w, x, b = torch.randn(n, k, generator=g), torch.randn(m, k, generator=g), torch.randn(n, generator=g)
-    st = K.SmallGemm.prepare(w)
-    torch.testing.assert_close(K.SmallGemm.run(st, x, None), _reference(x, w), rtol=1e-5, atol=1e-5 * k ** 0.5)
-    torch.testing.assert_close(K.SmallGemm.run(st, x, b), _reference(x, w, b), rtol=1e-5, atol=1e-5 * k ** 0.5)
+    st = kernels.SmallGemm.prepare(w)
+    torch.testing.assert_close(kernels.SmallGemm.run(st, x, None), _reference(x, w), rtol=1e-5, atol=1e-5 * k ** 0.5)
+    torch.testing.assert_close(kernels.SmallGemm.run(st, x, b), _reference(x, w, b), rtol=1e-5, atol=1e-5 * k ** 0.5)
 
 
 @needs_smallgemm
@@ -33,12 +33,12 @@ def test_smallgemm_row_is_bit_identical_alone_and_in_any_batch(threads):
     try:
         g = torch.Generator().manual_seed(1)
         w, x = torch.randn(1000, 300, generator=g), torch.randn(100, 300, generator=g)  # k: 2 blocks and a part
-        st = K.SmallGemm.prepare(w)
-        alone = torch.cat([K.SmallGemm.run(st, x[i:i + 1].contiguous(), None) for i in range(100)])
+        st = kernels.SmallGemm.prepare(w)
+        alone = torch.cat([kernels.SmallGemm.run(st, x[i:i + 1].contiguous(), None) for i in range(100)])
         # 7-12: one AVX-512 tile where the CPU has it; 13+: row tiles sharing each k block; 49+: a second pass
         for m in (2, 5, 7, 8, 12, 13, 16, 17, 24, 31, 32, 48, 49, 64, 100):
-            assert torch.equal(K.SmallGemm.run(st, x[:m].contiguous(), None), alone[:m]), m
-        assert K.batch_invariant(K.SmallGemm, 1000, 576)
+            assert torch.equal(kernels.SmallGemm.run(st, x[:m].contiguous(), None), alone[:m]), m
+        assert kernels.batch_invariant(kernels.SmallGemm, 1000, 576)
     finally:
         torch.set_num_threads(old)
 
@@ -51,29 +51,29 @@ def test_float16_storage_gives_the_float32_kernels_bits(n, k):
     g = torch.Generator().manual_seed(n + k)
     w = torch.randn(n, k, generator=g).half().float()
     b = torch.randn(n, generator=g)
-    st32, st16 = K.SmallGemm.prepare(w), K.SmallGemm16.prepare(w)
+    st32, st16 = kernels.SmallGemm.prepare(w), kernels.SmallGemm16.prepare(w)
     assert st16[0].dtype == torch.float16 and st16[0].numel() == st32[0].numel()  # half the bytes
     for m in (1, 2, 5, 6, 7, 13, 25, 50):
         x = torch.randn(m, k, generator=g)
         for bias in (None, b):
-            assert torch.equal(K.SmallGemm16.run(st16, x, bias), K.SmallGemm.run(st32, x, bias)), (m, bias is None)
-    assert K.SmallGemm16.exact(w) and not K.SmallGemm16.exact(torch.full((n, k), 0.1))  # 0.1: no float16
+            assert torch.equal(kernels.SmallGemm16.run(st16, x, bias), kernels.SmallGemm.run(st32, x, bias)), (m, bias is None)
+    assert kernels.SmallGemm16.exact(w) and not kernels.SmallGemm16.exact(torch.full((n, k), 0.1))  # 0.1: no float16
     with pytest.raises(ValueError, match="float16"):
-        K.SmallGemm16.prepare(torch.randn(n, k, generator=g))
+        kernels.SmallGemm16.prepare(torch.randn(n, k, generator=g))
 
 
 def test_batch_invariance_check_can_fail():
     """A backend whose result depends on the batch (here: a different summation order for m > 1) is caught."""
 
-    class Drifting(K.Mkl):
+    class Drifting(kernels.Mkl):
         @staticmethod
         def run(w, x, bias):
             if x.shape[0] == 1:
                 return torch.nn.functional.linear(x, w, bias)
             return torch.stack([(w * row).flip(1).sum(1) for row in x])
 
-    assert not K.batch_invariant(Drifting, 64, 257)
-    assert K.batch_invariant(K.Mkl, 1, 1)  # trivially invariant shape: one product per row
+    assert not kernels.batch_invariant(Drifting, 64, 257)
+    assert kernels.batch_invariant(kernels.Mkl, 1, 1)  # trivially invariant shape: one product per row
 
 
 def _tiny_mlp():
@@ -81,29 +81,29 @@ def _tiny_mlp():
     return nn.Sequential(nn.Linear(33, 70), nn.SiLU(), nn.Linear(70, 9, bias=False))
 
 
-@pytest.mark.parametrize("policy", [b for b in K.BACKENDS if K.BACKENDS[b].available()])
+@pytest.mark.parametrize("policy", [b for b in kernels.BACKENDS if kernels.BACKENDS[b].available()])
 def test_install_is_a_drop_in(policy):
     model = _tiny_mlp()
     keys = list(model.state_dict())
     x = torch.randn(5, 33)
     with torch.inference_mode():
         before = model(x)
-    inst = K.install(model, policy)
-    assert all(isinstance(m, K.Linear) for m in (model[0], model[2]))
+    inst = kernels.install(model, policy)
+    assert all(isinstance(m, kernels.Linear) for m in (model[0], model[2]))
     assert list(model.state_dict()) == keys, "state dict keys must not change"
     with torch.inference_mode():
         torch.testing.assert_close(model(x), before, rtol=1e-5, atol=1e-5)
         with inst.stock():
             assert type(model[0]) is nn.Linear
             assert torch.equal(model(x), before)
-    assert isinstance(model[0], K.Linear)
-    assert K.install(model, policy).swaps == [], "installing twice changes nothing"
+    assert isinstance(model[0], kernels.Linear)
+    assert kernels.install(model, policy).swaps == [], "installing twice changes nothing"
 
 
 @needs_smallgemm
 def test_weight_changed_in_place_is_repacked_and_gradients_bypass():
     model = _tiny_mlp()
-    K.install(model, "smallgemm")
+    kernels.install(model, "smallgemm")
     x = torch.randn(3, 33)
     with torch.inference_mode():
         first = model(x)
@@ -118,15 +118,15 @@ def test_weight_changed_in_place_is_repacked_and_gradients_bypass():
 
 def test_bad_policy_is_a_clear_error():
     with pytest.raises(ValueError, match="FastPath.kernels"):
-        K.install(_tiny_mlp(), "fastest-please")
+        kernels.install(_tiny_mlp(), "fastest-please")
 
 
 def test_choice_prefers_invariant_and_falls_back_without_the_library(monkeypatch, tmp_path):
     monkeypatch.setenv("EAGLE_EXPLAINER_CACHE", str(tmp_path))
-    monkeypatch.setattr(K.SmallGemm, "available", staticmethod(lambda: False))
-    choice = K.choose([(24, 16)])
-    assert choice[(24, 16)] in K.BACKENDS and choice[(24, 16)] != "smallgemm"
-    assert K.batch_invariant(K.BACKENDS[choice[(24, 16)]], 24, 16)
+    monkeypatch.setattr(kernels.SmallGemm, "available", staticmethod(lambda: False))
+    choice = kernels.choose([(24, 16)])
+    assert choice[(24, 16)] in kernels.BACKENDS and choice[(24, 16)] != "smallgemm"
+    assert kernels.batch_invariant(kernels.BACKENDS[choice[(24, 16)]], 24, 16)
     assert (tmp_path / "kernels").exists()  # cached per machine
 
 
@@ -135,32 +135,32 @@ def test_choice_weighs_the_rows_a_decode_meets(monkeypatch, tmp_path):
     and the timings cover every calibration row count with the weight read cold (many copies)."""
     monkeypatch.setenv("EAGLE_EXPLAINER_CACHE", str(tmp_path))
     fake = {"smallgemm": {1: 1.0, 5: 1.2, 16: 3.0}, "onednn": {1: 1.3, 5: 1.3, 16: 1.5}}
-    monkeypatch.setattr(K.calibration, "time_backends", lambda backends, n, k: {b.name: fake[b.name] for b in backends})
-    monkeypatch.setattr(K.calibration, "AUTO_CANDIDATES", ("smallgemm", "onednn"))
-    monkeypatch.setattr(K.calibration, "batch_invariant", lambda b, n, k: True)
-    monkeypatch.setattr(K.SmallGemm, "available", staticmethod(lambda: True))
-    monkeypatch.setattr(K.OneDnn, "available", staticmethod(lambda: True))
-    assert K.choose([(40, 24)])[(40, 24)] == "smallgemm"  # 1.0 + 1.2 + 0.75 < 1.3 + 1.3 + 0.375
+    monkeypatch.setattr(kernels.calibration, "time_backends", lambda backends, n, k: {b.name: fake[b.name] for b in backends})
+    monkeypatch.setattr(kernels.calibration, "AUTO_CANDIDATES", ("smallgemm", "onednn"))
+    monkeypatch.setattr(kernels.calibration, "batch_invariant", lambda b, n, k: True)
+    monkeypatch.setattr(kernels.SmallGemm, "available", staticmethod(lambda: True))
+    monkeypatch.setattr(kernels.OneDnn, "available", staticmethod(lambda: True))
+    assert kernels.choose([(40, 24)])[(40, 24)] == "smallgemm"  # 1.0 + 1.2 + 0.75 < 1.3 + 1.3 + 0.375
     fake["smallgemm"] = {1: 1.3, 5: 1.6, 16: 3.0}  # now onednn is >10% faster where it counts
-    assert K.choose([(48, 24)])[(48, 24)] == "onednn"
+    assert kernels.choose([(48, 24)])[(48, 24)] == "onednn"
     monkeypatch.undo()
     calls = []
 
-    class Counting(K.Mkl):
+    class Counting(kernels.Mkl):
         name = "counting"
 
         @staticmethod
         def run(w, x, bias):
             calls.append(id(w))
-            return K.Mkl.run(w, x, bias)
+            return kernels.Mkl.run(w, x, bias)
 
-    times = K.time_backends([Counting], 8, 16, rounds=1)
-    assert set(times["counting"]) == set(K.CALIBRATION_ROWS)
-    assert len(set(calls)) == K.calibration.MAX_COPIES  # a small weight: the most copies
+    times = kernels.time_backends([Counting], 8, 16, rounds=1)
+    assert set(times["counting"]) == set(kernels.CALIBRATION_ROWS)
+    assert len(set(calls)) == kernels.calibration.MAX_COPIES  # a small weight: the most copies
 
 
 def test_stream_bandwidth_is_a_positive_rate():
-    assert 0.1 < K.stream_bandwidth(mb=16, reps=2) < 10_000
+    assert 0.1 < kernels.stream_bandwidth(mb=16, reps=2) < 10_000
 
 
 def _row_invariance(target, prefix_len: int = 40, k: int = 24, seed: int = 0):

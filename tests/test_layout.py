@@ -221,9 +221,34 @@ def test_the_engine_has_one_switch():
 
     names = set()
     for path in _engine_sources():
+        if os.path.relpath(path, ROOT) == "environment.py":  # the table of every variable, the app's too
+            continue
         names |= set(re.findall(r"[\"'](EAGLE_[A-Z0-9_]+)[\"']", open(path, encoding="utf-8").read()))
     assert names <= {"EAGLE_PORTABLE", "EAGLE_EXPLAINER_CACHE", "EAGLE_HUB_PROBE_S"}, names
     assert "EAGLE_PORTABLE" in names
+
+
+def test_only_the_settings_module_reads_the_environment():
+    """Every environment variable is read through eagle_core/environment.py, which checks it; elsewhere
+    in the product no os.environ.get / os.getenv / os.environ[...] read (setting one for a child
+    process, or passing os.environ on, is not a read). cpu/kernels/build.py's CC is the one left (its
+    module belongs to the fast path's seam)."""
+    import re
+
+    reads = re.compile(r"os\.environ\.get\(|os\.getenv\(|os\.environ\[")
+    offenders = []
+    for top in ("eagle_core", "eagle_app", "viz"):
+        for d, _, files in os.walk(os.path.join(REPO, top)):
+            for f in files:
+                path = os.path.join(d, f)
+                rel = os.path.relpath(path, REPO)
+                if f.endswith(".py") and rel not in (os.path.join("eagle_core", "environment.py"),
+                                                      os.path.join("eagle_core", "cpu", "kernels", "build.py")):
+                    offenders += [f"{rel}:{i}" for i, line in enumerate(open(path, encoding="utf-8"), 1)
+                                  if reads.search(line)]
+    offenders += [f"app.py:{i}" for i, line in enumerate(open(os.path.join(REPO, "app.py"), encoding="utf-8"), 1)
+                  if reads.search(line)]
+    assert not offenders, offenders
 
 
 def test_nothing_outside_the_fast_path_imports_its_private_names():

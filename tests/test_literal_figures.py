@@ -12,7 +12,7 @@ import pytest
 
 from eagle_app import lesson
 from viz import hardware, head_inputs, learn, learn_zh
-from viz.i18n import T as VIZ
+from viz.i18n import FIGURE_TEXT as VIZ
 
 FIELD = re.compile(r"\{[^{}]*\}")  # a {field} (and a format spec), filled from a record at render time
 UNIT = (r"×|x\b|ms\b|毫秒|%|MB\b|GB\b|M\b|tokens/s|tokens?\b|个?词元|prompts?\b|个提示词|nodes?\b|个?节点|rows?\b|行"

@@ -1,4 +1,4 @@
-"""The published heads as their trainers made them (eagle_app/pairs.py, issue 46): the RoPE base each
+"""The published heads as their trainers made them (eagle_app/public_models.py, issue 46): the RoPE base each
 pair's trainer used reaches the head, the architecture names the official code, AngelSlim, vLLM and
 SGLang write are accepted, and Vicuna's SentencePiece tokenizer is asked for by name. Tiny configs
 written here; nothing is downloaded."""
@@ -10,15 +10,15 @@ import os
 import pytest
 import torch
 
-from eagle_app import pairs, picker
+from eagle_app import public_models, picker
 from eagle_core.drafting.head import HeadConfig
 from eagle_core.drafting.head3 import ARCHITECTURES, Eagle3Config, load_head3, read_config3
 from eagle_core.drafting.head_layers import rope_inv_freq
 from eagle_core.target import load_target, tokenizer_missing
 
-QWEN = next(p for p in pairs.PAIRS if p.target == "Qwen/Qwen3-1.7B")
-LLAMA = next(p for p in pairs.PAIRS if p.target == "meta-llama/Llama-3.1-8B-Instruct")
-VICUNA = next(p for p in pairs.PAIRS if p.target == "lmsys/vicuna-7b-v1.3")
+QWEN = next(p for p in public_models.PAIRS if p.target == "Qwen/Qwen3-1.7B")
+LLAMA = next(p for p in public_models.PAIRS if p.target == "meta-llama/Llama-3.1-8B-Instruct")
+VICUNA = next(p for p in public_models.PAIRS if p.target == "lmsys/vicuna-7b-v1.3")
 
 
 def angelslim_config(**over) -> dict:
@@ -66,9 +66,9 @@ def test_the_loader_builds_the_head_with_the_trainers_base(tmp_path):
 
 
 def test_each_pair_states_its_trainers_base_with_a_source():
-    assert QWEN.rope_theta == LLAMA.rope_theta == VICUNA.rope_theta == 10000.0 and pairs.DEFAULT.rope_theta is None
+    assert QWEN.rope_theta == LLAMA.rope_theta == VICUNA.rope_theta == 10000.0 and public_models.DEFAULT.rope_theta is None
     assert "llama_eagle3.py" in QWEN.rope_source and "traineagle3/cnets.py" in LLAMA.rope_source
-    assert "cnets1.py" in VICUNA.rope_source and pairs.DEFAULT.rope_source
+    assert "cnets1.py" in VICUNA.rope_source and public_models.DEFAULT.rope_source
     assert "RoPE base used: 10000" in picker.describe(QWEN.key)
 
 
@@ -79,7 +79,7 @@ def test_the_vicuna_heads_config_gives_its_trainers_base():
                    "num_attention_heads": 4, "num_hidden_layers": 1, "rms_norm_eps": 1e-6, "vocab_size": 40}
     assert HeadConfig.from_json_dict(vicuna_head).rope_theta == 10000.0
     assert any(s.startswith("SafeAILab/EAGLE eagle/train/vicuna_7B_config.json") for s in VICUNA.sources)
-    assert not any("shared" in s for p in pairs.PAIRS for s in p.sources)
+    assert not any("shared" in s for p in public_models.PAIRS for s in p.sources)
 
 
 def test_a_sentencepiece_tokenizer_without_its_packages_is_named(tmp_path, monkeypatch):
@@ -98,9 +98,9 @@ def test_a_sentencepiece_tokenizer_without_its_packages_is_named(tmp_path, monke
 def test_the_picker_names_the_missing_packages_before_any_download(monkeypatch):
     from eagle_core.target import model as tg
 
-    monkeypatch.setattr(pairs, "picker_shown", lambda env=None: True)
+    monkeypatch.setattr(public_models, "picker_shown", lambda env=None: True)
     monkeypatch.setattr(tg, "missing_packages", lambda mods: [p for p in mods if p == "sentencepiece"])
-    monkeypatch.setattr(pairs, "gated_without_token", lambda p: pytest.fail("reached the hub"))
+    monkeypatch.setattr(public_models, "gated_without_token", lambda p: pytest.fail("reached the hub"))
     outs = list(picker.load_pair(VICUNA.key, "en", progress=lambda *a, **k: None))
     assert len(outs) == 1 and "needs sentencepiece" in outs[0][1] and "requirements-extra.txt" in outs[0][1]
     assert "requirements-extra.txt" in picker.describe(VICUNA.key)

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from eagle_core import paths
+from eagle_core import environment
 from eagle_core.train.__main__ import build_parser
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,34 +24,34 @@ def clean_env(monkeypatch, tmp_path):
 
 
 def test_the_cache_defaults_to_the_home_directory(clean_env):
-    assert paths.cache_root() == os.path.join(str(clean_env / "home"), ".cache", "eagle-explainer")
+    assert environment.cache_root() == os.path.join(str(clean_env / "home"), ".cache", "eagle-explainer")
 
 
 def test_on_a_space_with_persistent_storage_the_cache_goes_there(clean_env, monkeypatch):
     data = clean_env / "data"
     data.mkdir()
-    monkeypatch.setattr(paths, "PERSISTENT", str(data))
-    assert paths.cache_root().startswith(str(clean_env / "home"))  # not a Space: /data is not ours
+    monkeypatch.setattr(environment, "PERSISTENT", str(data))
+    assert environment.cache_root().startswith(str(clean_env / "home"))  # not a Space: /data is not ours
     monkeypatch.setenv("SPACE_ID", "someone/eagle")
-    assert paths.cache_root() == os.path.join(str(data), "eagle-explainer")
+    assert environment.cache_root() == os.path.join(str(data), "eagle-explainer")
     monkeypatch.setenv("EAGLE_EXPLAINER_CACHE", str(clean_env / "mine"))
-    assert paths.cache_root() == str(clean_env / "mine")  # an explicit setting wins
+    assert environment.cache_root() == str(clean_env / "mine")  # an explicit setting wins
 
 
 def test_a_space_without_persistent_storage_keeps_the_home_cache(clean_env, monkeypatch):
     monkeypatch.setenv("SPACE_ID", "someone/eagle")
-    monkeypatch.setattr(paths, "PERSISTENT", str(clean_env / "absent"))
-    assert paths.cache_root().startswith(str(clean_env / "home"))
+    monkeypatch.setattr(environment, "PERSISTENT", str(clean_env / "absent"))
+    assert environment.cache_root().startswith(str(clean_env / "home"))
     (clean_env / "afile").write_text("")
-    monkeypatch.setattr(paths, "PERSISTENT", str(clean_env / "afile"))  # not a directory
-    assert paths.cache_root().startswith(str(clean_env / "home"))
+    monkeypatch.setattr(environment, "PERSISTENT", str(clean_env / "afile"))  # not a directory
+    assert environment.cache_root().startswith(str(clean_env / "home"))
 
 
 def test_the_kernels_and_weights_follow_the_cache(clean_env, monkeypatch):
     from eagle_core.cpu.kernels import build
     data = clean_env / "data"
     data.mkdir()
-    monkeypatch.setattr(paths, "PERSISTENT", str(data))
+    monkeypatch.setattr(environment, "PERSISTENT", str(data))
     monkeypatch.setenv("SPACE_ID", "someone/eagle")
     assert build.cache_dir() == os.path.join(str(data), "eagle-explainer", "kernels")
 
@@ -65,7 +65,7 @@ def test_training_checkpoints_default_outside_the_repository(clean_env):
     for run in runs:
         run = os.path.realpath(run)
         assert os.path.commonpath([run, REPO]) != REPO, run  # not inside the repository tree
-        assert os.path.commonpath([run, paths.cache_root()]) == paths.cache_root()
+        assert os.path.commonpath([run, environment.cache_root()]) == environment.cache_root()
     assert _defaults(["export"]).run == _defaults(["train"]).out  # export finds what train wrote
 
 

@@ -1,4 +1,4 @@
-"""The model picker and its pairs (eagle_app/pairs.py, eagle_app/picker.py), on a CPU: who may see
+"""The model picker and its pairs (eagle_app/public_models.py, eagle_app/picker.py), on a CPU: who may see
 and use it, the load with its progress, a gated target without a token, a Generate that waited
 through a switch. The loader is monkeypatched (it returns the default engine): nothing is
 downloaded, no hub is reached."""
@@ -14,31 +14,31 @@ import pytest
 import torch
 
 from eagle_app import model as am
-from eagle_app import pairs, picker, zerogpu
+from eagle_app import public_models, picker, zerogpu
 from eagle_app import views as av
 from eagle_app.callbacks import decoding as cb
 from eagle_core.target.hub import HUB_ID
 from tests.app_fixtures import default_engine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QWEN = next(p for p in pairs.PAIRS if p.target == "Qwen/Qwen3-1.7B")
-LLAMA = next(p for p in pairs.PAIRS if p.target == "meta-llama/Llama-3.1-8B-Instruct")
-VICUNA = next(p for p in pairs.PAIRS if p.target == "lmsys/vicuna-7b-v1.3")
+QWEN = next(p for p in public_models.PAIRS if p.target == "Qwen/Qwen3-1.7B")
+LLAMA = next(p for p in public_models.PAIRS if p.target == "meta-llama/Llama-3.1-8B-Instruct")
+VICUNA = next(p for p in public_models.PAIRS if p.target == "lmsys/vicuna-7b-v1.3")
 
 
 def test_the_pairs_are_complete_and_sourced():
-    assert pairs.PAIRS[0] is pairs.DEFAULT and len(pairs.PAIRS) >= 4
-    for p in pairs.PAIRS[1:]:
+    assert public_models.PAIRS[0] is public_models.DEFAULT and len(public_models.PAIRS) >= 4
+    for p in public_models.PAIRS[1:]:
         assert HUB_ID.match(p.target) and all(HUB_ID.match(h) for h in (p.head, p.head3) if h)
         assert p.layer_ids in ("inputs", "outputs") and p.sources and "silu" in p.facts and p.weights_gb > 1
     assert LLAMA.gated and not QWEN.gated and not VICUNA.gated
     assert LLAMA.methods == QWEN.methods == ("vanilla", "eagle3")
-    assert VICUNA.methods == ("vanilla", "eagle2", "eagle1", "chain") and pairs.DEFAULT.methods is None
+    assert VICUNA.methods == ("vanilla", "eagle2", "eagle1", "chain") and public_models.DEFAULT.methods is None
 
 
 def test_the_docs_list_every_pair_with_its_layer_ids():
     text = open(os.path.join(ROOT, "docs", "gpu.md"), encoding="utf-8").read()
-    for p in pairs.PAIRS[1:]:
+    for p in public_models.PAIRS[1:]:
         assert p.target in text and (p.head or p.head3) in text, p.key
     assert "AngelSlim" in text and "2, 14, 25" in text and "2, 16, 29" in text
 
@@ -54,7 +54,7 @@ def test_the_docs_list_every_pair_with_its_layer_ids():
 def test_who_sees_the_picker(monkeypatch, cuda, env, zero, shown):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(zerogpu, "ZERO", zero)
-    assert pairs.picker_shown(env) is shown
+    assert public_models.picker_shown(env) is shown
 
 
 def test_the_picker_is_hidden_on_a_cpu():
@@ -81,7 +81,7 @@ def holder(monkeypatch):
     monkeypatch.setattr(am, "load_engine", fake_load)
     for mod in (picker, cb):
         monkeypatch.setattr(mod, "MODEL", h)
-    monkeypatch.setattr(pairs, "picker_shown", lambda env=None: True)
+    monkeypatch.setattr(public_models, "picker_shown", lambda env=None: True)
     return SimpleNamespace(h=h, calls=calls, engine=engine)
 
 
@@ -111,7 +111,7 @@ def test_a_gated_target_without_a_token_is_refused_before_unloading(holder, monk
 
 
 def test_switching_is_refused_where_it_is_off(holder, monkeypatch):
-    monkeypatch.setattr(pairs, "picker_shown", lambda env=None: False)
+    monkeypatch.setattr(public_models, "picker_shown", lambda env=None: False)
     outs = list(picker.load_pair(QWEN.key, "zh", progress=lambda *a, **k: None))
     assert len(outs) == 1 and "EAGLE_APP_ALLOW_SWITCH" in outs[0][1] and holder.calls == []
 

@@ -4,7 +4,7 @@ mask through transformers' own attention, and half precision.
 - float32, stock: greedy EAGLE-1/2/3 and chain equal vanilla token for token, and sampling keeps
   the target's distribution (the point-mass and min(1, p/q) rules).
 - bfloat16 / float16, stock: a k-row forward rounds differently from a 1-row one, so greedy
-  decodes may part; where they do, it must be at a near-tie (eagle_core.parting), never at a
+  decodes may part; where they do, it must be at a near-tie (eagle_core.divergence), never at a
   clear winner. A broken tree mask (siblings seeing each other) parts at a clear winner: the
   control that shows this test can fail.
 """
@@ -15,7 +15,7 @@ import torch
 
 from conftest import tiny_head, tiny_target
 from eagle_core import DecodeSettings, Engine, FastPath, from_model
-from eagle_core.parting import first_parting
+from eagle_core.divergence import first_parting
 from test_engine import PROMPTS, TREES  # the same trees and prompts as the kernel-path oracle tests
 from test_head3 import tiny_head3, tiny_target8
 

@@ -12,7 +12,7 @@ import time
 
 from eagle_app import views as av
 from eagle_app.callbacks import decoding as cb
-from eagle_app.line import DecodeLine
+from eagle_app.decode_queue import DecodeLine
 from eagle_app.worker import Deadline
 from tests.app_fixtures import _app_model, engine, in_thread, req, start_generate, statuses, wait_for  # noqa: F401
 
@@ -124,10 +124,10 @@ def test_a_waiting_run_hears_the_fair_share_rule():
 
 def test_a_run_that_held_the_slot_gives_memory_back_when_it_leaves(monkeypatch):
     """glibc keeps freed pages: the line trims the C heap after each run (not after a waiting run leaves)."""
-    import eagle_app.line as line_module
+    import eagle_app.decode_queue as decode_queue
 
     calls = []
-    monkeypatch.setattr(line_module, "give_back_memory", lambda: calls.append(1))
+    monkeypatch.setattr(decode_queue, "give_back_memory", lambda: calls.append(1))
     line = DecodeLine(rate=10.0)
     held, waiting = line.join(10), line.join(10)
     line.leave(waiting)
@@ -135,4 +135,4 @@ def test_a_run_that_held_the_slot_gives_memory_back_when_it_leaves(monkeypatch):
     line.leave(held, tokens=10, seconds=1.0)
     assert calls == [1]
     monkeypatch.undo()
-    line_module.give_back_memory()  # and the real one runs anywhere (a no-op without glibc)
+    decode_queue.give_back_memory()  # and the real one runs anywhere (a no-op without glibc)

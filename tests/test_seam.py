@@ -15,7 +15,7 @@ import torch
 
 from conftest import tiny_head, tiny_target
 from eagle_core import DecodeSettings, Engine, FastPath, from_model
-from eagle_core.cpu import kernels as K
+from eagle_core.cpu import kernels
 from eagle_core.cpu.kernels import build, compact as compact_module, rows as rows_module
 from test_engine import PROMPTS, TREES
 
@@ -38,10 +38,10 @@ def forbid_c(monkeypatch) -> list:
     def counted():
         calls.append(1)
         return real()
-    for mod in (build, rows_module, compact_module, K.attention, K.backends, K.calibration, K.gemv8):
+    for mod in (build, rows_module, compact_module, kernels.attention, kernels.backends, kernels.calibration, kernels.gemv8):
         monkeypatch.setattr(mod, "library", counted)
     monkeypatch.setattr(K, "library", counted)
-    monkeypatch.setattr(K.backends, "_SMALLGEMM", K.backends._LazyFn())  # no cached ctypes function either
+    monkeypatch.setattr(kernels.backends, "_SMALLGEMM", kernels.backends._LazyFn())  # no cached ctypes function either
     return calls
 
 
@@ -70,7 +70,7 @@ def test_portable_path_calls_no_c_and_greedy_eagle_1_2_3_equal_vanilla(monkeypat
     first = tiny_target("llama", seed=1, vocab=8, fast=FastPath())
     c_forbidden = forbid_c(monkeypatch)
     target = from_model(first.model, first.tokenizer, name="tiny", eos_ids=first.eos_ids, fast=fast)
-    assert not any(isinstance(m, K.Linear) for m in target.model.modules())
+    assert not any(isinstance(m, kernels.Linear) for m in target.model.modules())
     assert target.forward_path == "transformers" and target.config._attn_implementation == "sdpa"
     c_forbidden.clear()
     engine = Engine(target, tiny_head(target, seed=11))
@@ -129,7 +129,7 @@ def _no_library_at_all(monkeypatch):
         raise AssertionError("the CPU library was looked for")
     monkeypatch.setattr(build, "_LIB", [])
     monkeypatch.setattr(build, "compile_kernels", refuse)
-    for mod in (build, rows_module, compact_module, K.attention):
+    for mod in (build, rows_module, compact_module, kernels.attention):
         monkeypatch.setattr(mod, "library", refuse)
 
 
@@ -166,31 +166,31 @@ def test_the_choice_cache_survives_the_library_going_away(monkeypatch, tmp_path)
     before this test the install below raised AttributeError: 'NoneType' object has no attribute
     'pack_weight'."""
     monkeypatch.setenv("EAGLE_EXPLAINER_CACHE", str(tmp_path))
-    monkeypatch.setattr(K.calibration, "time_backends",
+    monkeypatch.setattr(kernels.calibration, "time_backends",
                         lambda backends, n, k: {b.name: {1: 1.0 if b.name == "smallgemm" else 9.0} for b in backends})
-    monkeypatch.setattr(K.calibration, "batch_invariant", lambda b, n, k: True)
-    monkeypatch.setattr(K.SmallGemm, "available", staticmethod(lambda: True))
-    assert K.choose([(24, 16)])[(24, 16)] == "smallgemm"
-    monkeypatch.setattr(K.SmallGemm, "available", staticmethod(lambda: False))  # the library gone
+    monkeypatch.setattr(kernels.calibration, "batch_invariant", lambda b, n, k: True)
+    monkeypatch.setattr(kernels.SmallGemm, "available", staticmethod(lambda: True))
+    assert kernels.choose([(24, 16)])[(24, 16)] == "smallgemm"
+    monkeypatch.setattr(kernels.SmallGemm, "available", staticmethod(lambda: False))  # the library gone
     model = torch.nn.Sequential(torch.nn.Linear(16, 24))
-    inst = K.install(model, "auto")
+    inst = kernels.install(model, "auto")
     assert inst.choice[(24, 16)] != "smallgemm"
     x = torch.randn(3, 16)
     with torch.inference_mode():
         torch.testing.assert_close(model(x), x @ model[0].weight.T + model[0].bias)
-    monkeypatch.setattr(K.SmallGemm, "available", staticmethod(lambda: True))  # and back: the first plan holds
-    assert K.choose([(24, 16)])[(24, 16)] == "smallgemm"
+    monkeypatch.setattr(kernels.SmallGemm, "available", staticmethod(lambda: True))  # and back: the first plan holds
+    assert kernels.choose([(24, 16)])[(24, 16)] == "smallgemm"
 
 
 def test_no_invariant_backend_means_the_per_row_product(monkeypatch, tmp_path):
     """Where no fast backend passes the batch-invariance check, the choice is one invariant by
     construction (rowwise), never an unchecked one; and rowwise is invariant, bit for bit."""
     monkeypatch.setenv("EAGLE_EXPLAINER_CACHE", str(tmp_path))
-    monkeypatch.setattr(K.calibration, "batch_invariant", lambda b, n, k: False)
-    assert K.choose([(40, 24)])[(40, 24)] == "rowwise"
-    assert set(K.calibration.REJECTED[(40, 24)]) == set(K.calibration.available())
+    monkeypatch.setattr(kernels.calibration, "batch_invariant", lambda b, n, k: False)
+    assert kernels.choose([(40, 24)])[(40, 24)] == "rowwise"
+    assert set(kernels.calibration.REJECTED[(40, 24)]) == set(kernels.calibration.available())
     monkeypatch.undo()
-    assert K.batch_invariant(K.RowWise, 300, 257)
+    assert kernels.batch_invariant(kernels.RowWise, 300, 257)
 
 
 def test_the_library_is_reached_only_through_the_fast_path():

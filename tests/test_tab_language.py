@@ -11,7 +11,7 @@ import pytest
 
 import eagle_app.views as av
 from eagle_app.callbacks import decoding as cb
-from eagle_app.i18n import APP
+from eagle_app.i18n import APP_TEXT
 
 ZH_BROWSER = "zh-CN,zh;q=0.9,en;q=0.8"
 
@@ -67,5 +67,5 @@ def test_a_generate_before_the_load_sets_the_language_draws_its_placeholders_in_
             pytest.fail("no placeholder was drawn")
     finally:
         gen.close()
-    assert shown == APP("wait.figure", "zh", what=APP("wait.after_runs", "zh")), shown
+    assert shown == APP_TEXT("wait.figure", "zh", what=APP_TEXT("wait.after_runs", "zh")), shown
     assert "Drawn" not in shown

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from eagle_core import verify as V
+from eagle_core import verify
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED
 from eagle_core.verify import logits_to_probs, verify_greedy, verify_point_mass, verify_ratio
 
@@ -67,8 +67,8 @@ def _enumerate(run, monkeypatch, vocab):
                 return script[i][1]
             raise _Branch(("s", probs.clone()))
 
-        monkeypatch.setattr(V, "uniform", uniform)
-        monkeypatch.setattr(V, "sample", sample)
+        monkeypatch.setattr(verify, "uniform", uniform)
+        monkeypatch.setattr(verify, "sample", sample)
         try:
             verdict, tokens = run()
         except _Branch as b:

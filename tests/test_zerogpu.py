@@ -161,7 +161,7 @@ def test_zerogpu_is_detected_as_spaces_does(value, expected):
 
 def test_run_budget_is_shorter_on_zerogpu_unless_set():
     """On ZeroGPU a Generate asks for 2 x the run budget + 15 s of a visitor's daily GPU minutes."""
-    code = "from eagle_app import line; print(line.RUN_BUDGET_S)"
+    code = "from eagle_app import decode_queue; print(decode_queue.RUN_BUDGET_S)"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
     def budget(**env):

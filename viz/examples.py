@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from eagle_core.trace import ACCEPTED, NOT_REACHED, CycleRecord, DraftNode
 
-from .i18n import T
+from .i18n import FIGURE_TEXT
 from .traces import MAX_TRACE_BYTES, bundle_from_json
 
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
@@ -109,4 +109,4 @@ def medusa_figure(lang: str = "en"):
     """The Learn tab's Medusa-style tree (the Cartesian product above), titled in `lang`."""
     from .tree import tree_figure
 
-    return tree_figure(cartesian_tree_cycle(), show_bonus=False, title=T("medusa", lang), lang=lang)
+    return tree_figure(cartesian_tree_cycle(), show_bonus=False, title=FIGURE_TEXT("medusa", lang), lang=lang)

@@ -33,7 +33,7 @@ class Strings:
         return {k: v[i] for k, v in self.entries.items()}
 
 
-T = Strings({
+FIGURE_TEXT = Strings({
     # the coloured text (viz/text.py)
     "legend.draft": ("draft ✓", "草稿 ✓"),
     "legend.draft_what": ("drafted by EAGLE, accepted by the target", "由 EAGLE 起草、目标模型接受"),

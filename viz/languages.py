@@ -11,7 +11,7 @@ import os
 
 import plotly.graph_objects as go
 
-from .i18n import T
+from .i18n import FIGURE_TEXT
 from .style import BLUE, ORANGE, base_layout, empty_figure
 
 PER_LANGUAGE_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "learn",
@@ -56,7 +56,7 @@ def language_table(rows: list[dict], lang: str = "en") -> str:
         return ""
     by = {(r["method"], r["tree"], r["temperature"], r["benchmark"], r["language"]): r for r in rows}
     keys = sorted({k[:4] for k in by}, key=lambda k: (k[0], k[3], k[1], k[2]))
-    lines = [T("lang.header", lang), "|---|---|---|---|---|---|---|---|---|"]
+    lines = [FIGURE_TEXT("lang.header", lang), "|---|---|---|---|---|---|---|---|---|"]
     for k in keys:
         en, zh = by.get((*k, "English")), by.get((*k, "Chinese"))
         cell = lambda r: f"{r['tau']:.2f} ({r['prompts']})" if r else "–"
@@ -75,7 +75,7 @@ def depths(r: dict | None) -> str:
 def language_figure(rows: list[dict], lang: str = "en") -> go.Figure:
     """Grouped bars: tau per benchmark and head, English beside Chinese (first tree, T=0 if present)."""
     if not rows:
-        return empty_figure(T("lang.none", lang), height=300)
+        return empty_figure(FIGURE_TEXT("lang.none", lang), height=300)
     tree = rows[0]["tree"]
     temp = min(r["temperature"] for r in rows)
     sel = [r for r in rows if r["tree"] == tree and r["temperature"] == temp]
@@ -83,16 +83,16 @@ def language_figure(rows: list[dict], lang: str = "en") -> go.Figure:
     fig = go.Figure()
     for language, (colour, hatch) in LANG_STYLE.items():
         vals = {(r["method"], r["benchmark"]): r for r in sel if r["language"] == language}
-        name = T(f"lang.{language}", lang)
+        name = FIGURE_TEXT(f"lang.{language}", lang)
         fig.add_trace(go.Bar(
             x=[f"{b}<br>{m}" for m, b in groups], y=[vals[g]["tau"] if g in vals else None for g in groups],
             name=name, marker=dict(color=colour, pattern=dict(shape=hatch)),
             text=[f"{vals[g]['tau']:.2f}" if g in vals else "" for g in groups], textposition="outside",
             cliponaxis=False, hovertemplate=f"{name}: tau %{{y:.2f}}<extra></extra>"))
-    base_layout(fig, T("lang.title", lang, a=tree[0], b=tree[1], c=tree[2], t=temp), height=340)
+    base_layout(fig, FIGURE_TEXT("lang.title", lang, a=tree[0], b=tree[1], c=tree[2], t=temp), height=340)
     fig.update_layout(barmode="group")
     top = max(r["tau"] for r in sel)
-    fig.update_yaxes(range=[0, top * 1.25], title=T("lang.y", lang), gridcolor="#eee")
+    fig.update_yaxes(range=[0, top * 1.25], title=FIGURE_TEXT("lang.y", lang), gridcolor="#eee")
     return fig
 
 

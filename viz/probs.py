@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from eagle_core.trace import ACCEPTED, CycleRecord
 
-from .i18n import T
+from .i18n import FIGURE_TEXT
 from .style import (BLUE, BONUS, GREEN, INK, LEGEND_ROOM, SKY, VERMILLION, base_layout, cycle_texts, empty_figure, fmt_p, plot_text,
                     token_label)
 
@@ -30,11 +30,11 @@ def tested_nodes(cycle: CycleRecord):
 def probs_figure(cycle: CycleRecord, lang: str = "en", vanilla: bool = False) -> go.Figure:
     nodes = tested_nodes(cycle)
     if vanilla and not nodes:  # a vanilla run: no p/q to compare, only the target's one token
-        return empty_figure(T("fig.vanilla_none", lang))
+        return empty_figure(FIGURE_TEXT("fig.vanilla_none", lang))
     if not nodes and cycle.bonus_p is None:
-        return empty_figure(T("fig.no_drafts", lang))
+        return empty_figure(FIGURE_TEXT("fig.no_drafts", lang))
     shown, bonus_shown = cycle_texts(cycle)
-    marks = [T("fig.accepted_mark" if n.decision == ACCEPTED else "fig.rejected_mark", lang) for n in nodes]
+    marks = [FIGURE_TEXT("fig.accepted_mark" if n.decision == ACCEPTED else "fig.rejected_mark", lang) for n in nodes]
     # One category per drafted node, labelled by tick text: two drafts with the same label (the
     # same token after the same parent text) shared one category, so one bar hid the other.
     xs = [f"node {n.index}" for n in nodes]
@@ -42,49 +42,49 @@ def probs_figure(cycle: CycleRecord, lang: str = "en", vanilla: bool = False) ->
     # many drafts: one short line a tick (the parent is in the tree and the hover), so they can turn
     limit = PROBS_MANY_LABEL if many else 10
     labels = [f"{m[0]} {plot_text(token_label(shown[n.index], limit))}" + ("" if many else "<br><sup>"
-              f"{T('fig.after', lang, t=plot_text(token_label(shown[n.parent], 8)))}</sup>") for n, m in zip(nodes, marks)]
+              f"{FIGURE_TEXT('fig.after', lang, t=plot_text(token_label(shown[n.parent], 8)))}</sup>") for n, m in zip(nodes, marks)]
     fig = go.Figure()
     # value labels over the bars only while there is room for them (a few nodes); with more, they
     # ran into each other, and the hover still gives every value
     values = (lambda vals: [fmt_p(v) for v in vals]) if len(nodes) <= 6 else (lambda vals: None)
     if nodes:
-        fig.add_trace(go.Bar(x=xs, y=[n.p for n in nodes], name=T("fig.p", lang), marker=dict(color=BLUE),
+        fig.add_trace(go.Bar(x=xs, y=[n.p for n in nodes], name=FIGURE_TEXT("fig.p", lang), marker=dict(color=BLUE),
                              text=values([n.p for n in nodes]), textposition="outside", cliponaxis=False,
-                             hovertext=[T("fig.hover_p", lang, t=plot_text(repr(shown[n.index])), p=fmt_p(n.p), mark=m)
+                             hovertext=[FIGURE_TEXT("fig.hover_p", lang, t=plot_text(repr(shown[n.index])), p=fmt_p(n.p), mark=m)
                                         for n, m in zip(nodes, marks)],
                              hoverinfo="text"))
-        fig.add_trace(go.Bar(x=xs, y=[n.q for n in nodes], name=T("fig.q", lang),
+        fig.add_trace(go.Bar(x=xs, y=[n.q for n in nodes], name=FIGURE_TEXT("fig.q", lang),
                              marker=dict(color=SKY, pattern=dict(shape="/", fgcolor="white", size=8)),
                              text=values([n.q for n in nodes]), textposition="outside", cliponaxis=False,
-                             hovertext=[T("fig.hover_q", lang, t=plot_text(repr(shown[n.index])), q=fmt_p(n.q)) for n in nodes],
+                             hovertext=[FIGURE_TEXT("fig.hover_q", lang, t=plot_text(repr(shown[n.index])), q=fmt_p(n.q)) for n in nodes],
                              hoverinfo="text"))
     if cycle.bonus_p is not None:
         bx = "bonus"
         xs, labels = xs + [bx], labels + [f"★ {plot_text(token_label(bonus_shown, limit))}"
-                                          + ("" if many else f"<br><sup>{T('fig.bonus_tick', lang)}</sup>")]
-        fig.add_trace(go.Bar(x=[bx], y=[cycle.bonus_p], name=T("fig.p_bonus", lang), text=[fmt_p(cycle.bonus_p)],
+                                          + ("" if many else f"<br><sup>{FIGURE_TEXT('fig.bonus_tick', lang)}</sup>")]
+        fig.add_trace(go.Bar(x=[bx], y=[cycle.bonus_p], name=FIGURE_TEXT("fig.p_bonus", lang), text=[fmt_p(cycle.bonus_p)],
                              textposition="outside", cliponaxis=False,
                              marker=dict(color=BONUS, pattern=dict(shape=".", fgcolor="white", size=6)),
-                             hovertext=[T("fig.hover_bonus", lang, t=plot_text(repr(bonus_shown)), p=fmt_p(cycle.bonus_p))],
+                             hovertext=[FIGURE_TEXT("fig.hover_bonus", lang, t=plot_text(repr(bonus_shown)), p=fmt_p(cycle.bonus_p))],
                              hoverinfo="text"))
     sampled = [n for n in nodes if n.u is not None]
     if sampled:
         fig.add_trace(go.Scatter(
             x=[xs[nodes.index(n)] for n in sampled], y=[n.p_test for n in sampled], mode="markers",
-            name=T("fig.threshold_point_mass" if cycle.rule == "point_mass" else "fig.threshold_ratio", lang),
+            name=FIGURE_TEXT("fig.threshold_point_mass" if cycle.rule == "point_mass" else "fig.threshold_ratio", lang),
             marker=dict(symbol="line-ew", size=44, line=dict(width=4, color=INK)),
-            hovertext=[T("fig.hover_test", lang, p=fmt_p(n.p_test)) for n in sampled], hoverinfo="text"))
+            hovertext=[FIGURE_TEXT("fig.hover_test", lang, p=fmt_p(n.p_test)) for n in sampled], hoverinfo="text"))
         fig.add_trace(go.Scatter(
-            x=[xs[nodes.index(n)] for n in sampled], y=[n.u for n in sampled], mode="markers", name=T("fig.draw_u", lang),
+            x=[xs[nodes.index(n)] for n in sampled], y=[n.u for n in sampled], mode="markers", name=FIGURE_TEXT("fig.draw_u", lang),
             marker=dict(symbol="diamond", size=15, color=[GREEN if n.decision == ACCEPTED else VERMILLION for n in sampled],
                         line=dict(width=1.5, color=INK)),
             hovertext=[f"u = {n.u:.3f} {'<' if n.decision == ACCEPTED else '≥'} {fmt_p(n.p_test)} → "
-                       f"{T('fig.accepted_mark' if n.decision == ACCEPTED else 'fig.rejected_mark', lang)}" for n in sampled],
+                       f"{FIGURE_TEXT('fig.accepted_mark' if n.decision == ACCEPTED else 'fig.rejected_mark', lang)}" for n in sampled],
             hoverinfo="text"))
-    rule = T(f"fig.rule.{cycle.rule}", lang) if cycle.rule in RULES else cycle.rule
-    base_layout(fig, T("fig.probs", lang, n=cycle.step + 1, rule=rule), height=430,
+    rule = FIGURE_TEXT(f"fig.rule.{cycle.rule}", lang) if cycle.rule in RULES else cycle.rule
+    base_layout(fig, FIGURE_TEXT("fig.probs", lang, n=cycle.step + 1, rule=rule), height=430,
                 barmode="group", bargap=0.25)
-    fig.update_yaxes(range=[0, 1.12], title=T("fig.probability", lang), gridcolor="#eee", tickformat=".1f")
+    fig.update_yaxes(range=[0, 1.12], title=FIGURE_TEXT("fig.probability", lang), gridcolor="#eee", tickformat=".1f")
     step = -(-len(xs) // PROBS_MAX_TICKS)  # past PROBS_MAX_TICKS bars, every step-th is labelled (the hover names all)
     keep = {i for i in range(0, len(xs), step) if len(xs) - 1 - i >= step} | {len(xs) - 1}  # the bonus always
     fig.update_xaxes(type="category", tickfont=dict(size=12 if many else 14), tickmode="array",

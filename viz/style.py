@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED
 
-from .i18n import T
+from .i18n import FIGURE_TEXT
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 BLUE, SKY, GREEN, ORANGE, VERMILLION, GREY, INK = "#0072B2", "#56B4E9", "#009E73", "#E69F00", "#D55E00", "#9A9A9A", "#1f2430"
@@ -19,12 +19,12 @@ BONUS = ORANGE
 
 # decision -> (colour, marker symbol, edge dash, edge width, legend name)
 DECISION_STYLE = {
-    ACCEPTED: (GREEN, "circle", "solid", 5, T("fig.accepted")),
-    REJECTED: (VERMILLION, "x", "dash", 2, T("fig.rejected")),
-    NOT_REACHED: (GREY, "circle-open", "dot", 1.5, T("fig.not_reached")),
+    ACCEPTED: (GREEN, "circle", "solid", 5, FIGURE_TEXT("fig.accepted")),
+    REJECTED: (VERMILLION, "x", "dash", 2, FIGURE_TEXT("fig.rejected")),
+    NOT_REACHED: (GREY, "circle-open", "dot", 1.5, FIGURE_TEXT("fig.not_reached")),
 }  # the legend's names in English; tree_figure(lang="zh") takes them from viz/i18n.py
-ROOT_NAME = T("fig.root")
-BONUS_NAME = T("fig.bonus")
+ROOT_NAME = FIGURE_TEXT("fig.root")
+BONUS_NAME = FIGURE_TEXT("fig.bonus")
 
 FONT = dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size=16, color=INK)
 

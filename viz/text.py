@@ -10,7 +10,7 @@ import html
 
 from eagle_core.trace import ACCEPTED, REJECTED, CycleRecord, Run
 
-from .i18n import T
+from .i18n import FIGURE_TEXT
 from .style import cycle_texts, feed_bytes, md_text, token_label
 from .verdict import verdict_html
 
@@ -46,7 +46,7 @@ CSS = """<style>
 
 
 def legend(lang: str = "en") -> str:
-    t = lambda key: html.escape(T(key, lang), quote=False)  # noqa: E731
+    t = lambda key: html.escape(FIGURE_TEXT(key, lang), quote=False)  # noqa: E731
     return ("<div class='eg-legend' aria-label='legend'>"
             f"<span><span class='eg-draft'>{t('legend.draft')}</span> {t('legend.draft_what')}</span>"
             f"<span><span class='eg-bonus'>{t('legend.bonus')}</span> {t('legend.bonus_what')}</span>"
@@ -84,12 +84,12 @@ def _pieces(cycle: CycleRecord, pending: bytes) -> tuple[list[tuple[str, str]], 
 
 def colored_text_html(cycles, selected: int | None = None, placeholder: str = "", lang: str = "en") -> str:
     if not cycles:
-        return CSS + f"<div class='eg-empty'>{html.escape(placeholder or T('text.empty', lang))}</div>"
+        return CSS + f"<div class='eg-empty'>{html.escape(placeholder or FIGURE_TEXT('text.empty', lang))}</div>"
     out = [CSS, legend(lang), "<div class='eg-text' role='log' aria-live='polite'>"]
     pending = b""
     for c in cycles:
         sel = " eg-sel" if selected is not None and c.step == selected else ""
-        title = T("text.cycle_title", lang, n=c.step + 1, k=c.accepted_drafts)
+        title = FIGURE_TEXT("text.cycle_title", lang, n=c.step + 1, k=c.accepted_drafts)
         out.append(f"<span class='eg-cyc{sel}' title='{html.escape(title)}' aria-label='{html.escape(title)}'>")
         pieces, pending = _pieces(c, pending)
         for text, kind in pieces:
@@ -100,42 +100,42 @@ def colored_text_html(cycles, selected: int | None = None, placeholder: str = ""
 
 
 def _quote(texts, lang: str = "en") -> str:
-    return ("、" if lang == "zh" else ", ").join(T("cap.quote", lang, t=md_text(token_label(t, 16))) for t in texts)
+    return ("、" if lang == "zh" else ", ").join(FIGURE_TEXT("cap.quote", lang, t=md_text(token_label(t, 16))) for t in texts)
 
 
 def cycle_caption(cycle: CycleRecord, total: int | None = None, lang: str = "en", vanilla: bool = False) -> str:
     """One paragraph (Markdown) of what happened in this cycle, in `lang` ("en" or "zh"); `vanilla`: the
     run's method is vanilla (a cycle alone cannot tell it from an EAGLE cycle with one token left)."""
-    head = T("cap.head_of", lang, n=cycle.step + 1, total=total) if total else T("cap.head", lang, n=cycle.step + 1)
+    head = FIGURE_TEXT("cap.head_of", lang, n=cycle.step + 1, total=total) if total else FIGURE_TEXT("cap.head", lang, n=cycle.step + 1)
     n_draft = len(cycle.nodes) - 1
     shown, bonus_shown = cycle_texts(cycle)
     bonus = _quote([bonus_shown], lang)
     if vanilla and n_draft == 0:
-        return T("cap.vanilla", lang, head=head, ms=cycle.verify_ms, bonus=bonus)
+        return FIGURE_TEXT("cap.vanilla", lang, head=head, ms=cycle.verify_ms, bonus=bonus)
     if n_draft == 0:
-        why = T("cap.why_vanilla" if cycle.draft_ms == 0 else "cap.why_last", lang)
-        return T("cap.no_drafts", lang, head=head, why=why, ms=cycle.verify_ms, bonus=bonus)
+        why = FIGURE_TEXT("cap.why_vanilla" if cycle.draft_ms == 0 else "cap.why_last", lang)
+        return FIGURE_TEXT("cap.no_drafts", lang, head=head, why=why, ms=cycle.verify_ms, bonus=bonus)
     depth = max(n.depth for n in cycle.nodes)
     acc = [cycle.nodes[i] for i in cycle.accepted[1:]]
     rej = [n for n in cycle.nodes if n.decision == REJECTED]
     unreached = sum(1 for n in cycle.nodes[1:] if n.decision not in (ACCEPTED, REJECTED))
-    s = T("cap.drafted", lang, head=head, n=n_draft, s="s" if n_draft > 1 else "", depth=depth,
+    s = FIGURE_TEXT("cap.drafted", lang, head=head, n=n_draft, s="s" if n_draft > 1 else "", depth=depth,
           draft=cycle.draft_ms, verify=cycle.verify_ms)
     one = "1" if len(acc) == 1 else ""  # "it matched" for one accepted draft, "each matched" for more
-    why = T(f"cap.rule{one}.{cycle.rule}", lang) if cycle.rule in ("greedy", "point_mass", "ratio") else ""
+    why = FIGURE_TEXT(f"cap.rule{one}.{cycle.rule}", lang) if cycle.rule in ("greedy", "point_mass", "ratio") else ""
     if acc:
-        s += T("cap.accepted", lang, quoted=_quote((shown[n.index] for n in acc), lang), why=why)
+        s += FIGURE_TEXT("cap.accepted", lang, quoted=_quote((shown[n.index] for n in acc), lang), why=why)
     elif cycle.rule == "greedy":
-        s += T("cap.none_greedy", lang)
+        s += FIGURE_TEXT("cap.none_greedy", lang)
     else:  # sampling: a likely draft can lose its draw
-        s += T("cap.none_sampled", lang)
+        s += FIGURE_TEXT("cap.none_sampled", lang)
     if rej:
-        s += T("cap.rejected", lang, quoted=_quote((shown[n.index] for n in rej[:4]), lang),
-               more=T("cap.and_more", lang) if len(rej) > 4 else "")
-        s += (T("cap.untested", lang, k=unreached, were="s were" if unreached != 1 else " was") if unreached
-              else T("cap.period", lang))
-    s += T("cap.bonus", lang, bonus=bonus, k=len(acc) + 1, s="s" if acc else "")
-    s += T("cap.gain" if acc else "cap.no_gain", lang)
+        s += FIGURE_TEXT("cap.rejected", lang, quoted=_quote((shown[n.index] for n in rej[:4]), lang),
+               more=FIGURE_TEXT("cap.and_more", lang) if len(rej) > 4 else "")
+        s += (FIGURE_TEXT("cap.untested", lang, k=unreached, were="s were" if unreached != 1 else " was") if unreached
+              else FIGURE_TEXT("cap.period", lang))
+    s += FIGURE_TEXT("cap.bonus", lang, bonus=bonus, k=len(acc) + 1, s="s" if acc else "")
+    s += FIGURE_TEXT("cap.gain" if acc else "cap.no_gain", lang)
     return s
 
 
@@ -146,9 +146,9 @@ def _card(value: str, label: str) -> str:
 def comparison_html(eagle: Run | None, vanilla: Run | None, note: str = "", placeholder: str = "",
                     lang: str = "en", parting: dict | None = None) -> str:
     """Cards: tokens/s, wall time, speedup, tau, draft vs verify, identical outputs; `note` says
-    how the numbers were measured; `parting` (eagle_core.parting, as a dict) says where greedy
+    how the numbers were measured; `parting` (eagle_core.divergence, as a dict) says where greedy
     outputs that differ part, and whether that is a near-tie."""
-    t = lambda key, **kw: T(key, lang, **kw)  # noqa: E731
+    t = lambda key, **kw: FIGURE_TEXT(key, lang, **kw)  # noqa: E731
     if eagle is None and vanilla is None:
         text = placeholder or t("cards.empty")
         return CSS + f"<div class='eg-empty'>{html.escape(text)}</div>"
@@ -186,8 +186,8 @@ def parting_html(p: dict | None, lang: str = "en") -> str:
     if not p:
         return ""
     v, e = html.escape(repr(p.get("vanilla_text", p["vanilla_token"]))), html.escape(repr(p.get("eagle_text", p["eagle_token"])))
-    head = T("part.head", lang, n=p["position"] + 1, v=v, e=e, margin=f"{abs(p['margin']):.4g}", scale=f"{p['scale']:.3g}")
-    why = (T("part.tie", lang, dtype=p["dtype"], tol=f"{p['tolerance']:.3g}") if p["near_tie"] else T("part.bug", lang))
+    head = FIGURE_TEXT("part.head", lang, n=p["position"] + 1, v=v, e=e, margin=f"{abs(p['margin']):.4g}", scale=f"{p['scale']:.3g}")
+    why = (FIGURE_TEXT("part.tie", lang, dtype=p["dtype"], tol=f"{p['tolerance']:.3g}") if p["near_tie"] else FIGURE_TEXT("part.bug", lang))
     return f"<p class='eg-note'>{head}{why}</p>"
 
 
@@ -204,16 +204,16 @@ def replay_html(eagle: Run | None, vanilla: Run | None, nonce: int = 0, speed: f
                 lang: str = "en") -> str:
     """Both texts appearing at their measured pace (CSS animations; `nonce` restarts them)."""
     panels = []
-    for label, run in (("EAGLE", eagle), (T("replay.vanilla", lang), vanilla)):
+    for label, run in (("EAGLE", eagle), (FIGURE_TEXT("replay.vanilla", lang), vanilla)):
         if run is None:
             continue
         chunks = _timed_chunks(run)
         total = chunks[-1][0] if chunks else 0.0
         body = "".join(f"<span class='eg-chunk' style='animation-delay:{t / speed:.3f}s'>{html.escape(text)}</span>"
                        for t, text in chunks)
-        panels.append(f"<div><h4>{label} · {total:.2f} {T('fig.s', lang)}</h4><div class='eg-bar'><div style='animation-duration:"
+        panels.append(f"<div><h4>{label} · {total:.2f} {FIGURE_TEXT('fig.s', lang)}</h4><div class='eg-bar'><div style='animation-duration:"
                       f"{max(total / speed, 0.01):.3f}s'></div></div><div class='eg-text' style='max-height:300px'>"
                       f"{body}</div></div>")
     if not panels:
-        return CSS + f"<div class='eg-empty'>{html.escape(placeholder or T('replay.empty', lang))}</div>"
+        return CSS + f"<div class='eg-empty'>{html.escape(placeholder or FIGURE_TEXT('replay.empty', lang))}</div>"
     return CSS + f"<div class='eg-replay' data-nonce='{nonce}'>" + "".join(panels) + "</div>"

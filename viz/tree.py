@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from eagle_core.trace import ACCEPTED, NOT_REACHED, REJECTED, CycleRecord
 from eagle_core.tree import ancestor_mask
 
-from .i18n import T
+from .i18n import FIGURE_TEXT
 from .style import (BLUE, BONUS, DECISION_STYLE, LEGEND_ROOM, base_layout, cycle_texts, empty_figure, fmt_p, plot_text,
                     token_label)
 
@@ -77,15 +77,15 @@ def tree_layout(g: nx.DiGraph) -> dict:
 def _hover(a: dict, lang: str = "en") -> str:
     tok = plot_text(repr(a["text"]))
     if a["kind"] == "bonus":
-        return T("hover.bonus", lang, tok=tok, id=a["token_id"], p=fmt_p(a["p"]))
+        return FIGURE_TEXT("hover.bonus", lang, tok=tok, id=a["token_id"], p=fmt_p(a["p"]))
     if a["kind"] == "root":
-        return T("hover.root", lang, tok=tok, id=a["token_id"])
-    lines = [T("hover.node", lang, tok=tok, id=a["token_id"], d=a["depth"]),
-             T("hover.decision", lang, what=T(f"dec.{a['decision']}", lang)),  # the legend's words
-             T("hover.q", lang, q=fmt_p(a["q"])), T("hover.p", lang, p=fmt_p(a["p"])),
-             T("hover.score", lang, s=f"{a['score']:.2f}")]
+        return FIGURE_TEXT("hover.root", lang, tok=tok, id=a["token_id"])
+    lines = [FIGURE_TEXT("hover.node", lang, tok=tok, id=a["token_id"], d=a["depth"]),
+             FIGURE_TEXT("hover.decision", lang, what=FIGURE_TEXT(f"dec.{a['decision']}", lang)),  # the legend's words
+             FIGURE_TEXT("hover.q", lang, q=fmt_p(a["q"])), FIGURE_TEXT("hover.p", lang, p=fmt_p(a["p"])),
+             FIGURE_TEXT("hover.score", lang, s=f"{a['score']:.2f}")]
     if a["u"] is not None:
-        lines.append(T("hover.u", lang, u=f"{a['u']:.3f}", p=fmt_p(a["p_test"])))
+        lines.append(FIGURE_TEXT("hover.u", lang, u=f"{a['u']:.3f}", p=fmt_p(a["p_test"])))
     return "<br>".join(lines)
 
 
@@ -116,9 +116,9 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
     dense = n_rows > TREE_DENSE_ROWS
     font, shrink, limit = (12, 4, TREE_DENSE_LABEL) if dense else (14, 0, 12)
     row_px = TREE_DENSE_ROW_PX if dense else 44
-    groups = [("root", None, BLUE, "square", T("fig.root", lang))]
-    groups += [("draft", d, c, sym, T(f"fig.{d}", lang)) for d, (c, sym, _, _, _) in DECISION_STYLE.items()]
-    groups.append(("bonus", None, BONUS, "star", T("fig.bonus", lang)))
+    groups = [("root", None, BLUE, "square", FIGURE_TEXT("fig.root", lang))]
+    groups += [("draft", d, c, sym, FIGURE_TEXT(f"fig.{d}", lang)) for d, (c, sym, _, _, _) in DECISION_STYLE.items()]
+    groups.append(("bonus", None, BONUS, "star", FIGURE_TEXT("fig.bonus", lang)))
     for kind, decision, colour, symbol, name in groups:
         nodes = [n for n, a in g.nodes(data=True) if a["kind"] == kind and (decision is None or a["decision"] == decision)]
         if not nodes:
@@ -136,11 +136,11 @@ def tree_figure(cycle: CycleRecord, title: str | None = None, show_bonus: bool =
         ))
     max_depth = max((x for x, _ in pos.values()), default=1)
     acc = len(cycle.accepted) - 1
-    title = title or T("fig.tree", lang, n=cycle.step + 1, d=len(cycle.nodes) - 1, a=acc, k=acc + 1,
+    title = title or FIGURE_TEXT("fig.tree", lang, n=cycle.step + 1, d=len(cycle.nodes) - 1, a=acc, k=acc + 1,
                        s="s" if acc else "")
     base_layout(fig, title, height=int(min(TREE_MAX_HEIGHT, max(340, row_px * (n_rows + TREE_TOP_ROOM) + 160))))
     fig.update_layout(margin_r=30, margin_b=50 + LEGEND_ROOM)  # room for the axis title and the legend
-    fig.update_xaxes(range=[-0.5, max_depth + 0.5], dtick=1, title=T("fig.tree_x", lang),
+    fig.update_xaxes(range=[-0.5, max_depth + 0.5], dtick=1, title=FIGURE_TEXT("fig.tree_x", lang),
                      showgrid=True, gridcolor="#eee", zeroline=False, title_font=dict(size=15))
     fig.update_yaxes(visible=False, range=[-(n_rows - 1) - 0.5, TREE_TOP_ROOM])
     return fig
@@ -160,19 +160,19 @@ MASK_MARGIN_L = 20  # px, the least left margin (automargin widens it to fit the
 def mask_figure(cycle: CycleRecord, lang: str = "en", vanilla: bool = False) -> go.Figure:
     """The (n x n) tree-attention mask of the verification forward, root included."""
     if vanilla and len(cycle.nodes) <= 1:  # a vanilla run: one square would say nothing
-        return empty_figure(T("fig.vanilla_none", lang), 260)
+        return empty_figure(FIGURE_TEXT("fig.vanilla_none", lang), 260)
     parents = [n.parent for n in cycle.nodes]
     m = ancestor_mask(parents).int().tolist()
     on_path = set(cycle.accepted)
     shown, _ = cycle_texts(cycle)
     labels = [plot_text(f"{'✓ ' if n.index in on_path else ''}{n.index} {token_label(shown[n.index], 8)}")
               for n in cycle.nodes]
-    hover = [[T("hover.sees" if m[i][j] else "hover.blind", lang, a=labels[i], b=labels[j]) for j in range(len(m))]
+    hover = [[FIGURE_TEXT("hover.sees" if m[i][j] else "hover.blind", lang, a=labels[i], b=labels[j]) for j in range(len(m))]
              for i in range(len(m))]
     fig = go.Figure(go.Heatmap(z=m, x=labels, y=labels, colorscale=[[0, "#f1f1f1"], [1, BLUE]], zmin=0, zmax=1,
                                showscale=False, xgap=1, ygap=1, hovertext=hover, hoverinfo="text"))
     n = len(m)
-    base_layout(fig, T("fig.mask", lang, n=cycle.context_len),
+    base_layout(fig, FIGURE_TEXT("fig.mask", lang, n=cycle.context_len),
                 height=int(min(620, max(340, 16 * n + 200))))
     small = dict(size=max(9, min(14, int(260 / max(n, 1)))))
     # automargin widens the margins to fit the row / column labels; set here, not left to the

@@ -13,7 +13,6 @@ Step mode is not timed and draws every step.
 """
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -21,10 +20,11 @@ import time
 import gradio as gr
 import torch
 
+from eagle_core.environment import seconds
 from eagle_core.trace import tau
 
-from ..i18n import APP, lang_of
-from ..line import FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine
+from ..i18n import APP_TEXT, lang_of
+from ..decode_queue import FAIR_BUDGET_S, RUN_BUDGET_S, DecodeLine
 from ..model import MODEL
 from ..settings import build, check_prompt, takes_settings
 from ..tokens import readable_cycle, readable_run
@@ -39,10 +39,10 @@ LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every
 # same 2-core machine even a one-line progress update a second (plus Gradio's status trackers)
 # cost vanilla 11-30% of its rate (page/CLI 70-89%); with none, 89-103% (docs/app.md).
 # EAGLE_APP_PROGRESS_S > 0 sends a progress line that often instead.
-UI_INTERVAL_S = float(os.environ.get("EAGLE_APP_PROGRESS_S", "0"))
+UI_INTERVAL_S = seconds("EAGLE_APP_PROGRESS_S", 0.0)
 SETTLE_S = 1.0  # after clearing the page, let the browser draw it before the clock starts (0.3 s was
 # too short on a busy 2-core machine: the clearing overlapped the start of the EAGLE run)
-# the texts (status lines, the cards' note) are eagle_app/i18n.py's APP strings, in the tab's language
+# the texts (status lines, the cards' note) are eagle_app/i18n.py's APP_TEXT strings, in the tab's language
 
 
 def arm(request: gr.Request = None) -> int:
@@ -54,7 +54,7 @@ def arm(request: gr.Request = None) -> int:
 def stop(request: gr.Request = None, lang: str = "en"):
     """Stop (unqueued): every run of this tab ends. Gradio puts the request first, then the input (lang)."""
     if RUNS.stop(session_id(request)):
-        gr.Info(APP("status.stopping", lang))
+        gr.Info(APP_TEXT("status.stopping", lang))
 
 
 def forget_session(request: gr.Request = None):
@@ -83,9 +83,9 @@ def wait_for_model(flag: threading.Event, lang: str = "en"):
     while not MODEL.ready.wait(0.5):
         if flag.is_set():
             return None
-        yield outputs(model=MODEL.status(lang), status=APP("status.waiting_model", lang))
+        yield outputs(model=MODEL.status(lang), status=APP_TEXT("status.waiting_model", lang))
     if MODEL.engine is None:
-        gr.Warning(MODEL.status(lang), title=APP("no_model", lang))
+        gr.Warning(MODEL.status(lang), title=APP_TEXT("no_model", lang))
     return MODEL.engine
 
 
@@ -100,7 +100,7 @@ def ready_request(prompt, values, flag: threading.Event, lang: str = "en"):
         return None
     engine = yield from wait_for_model(flag, lang)
     if engine is None:
-        yield outputs(model=MODEL.status(lang), status=APP("status.stopped_model", lang))
+        yield outputs(model=MODEL.status(lang), status=APP_TEXT("status.stopped_model", lang))
         return None
     return settings, engine
 
@@ -119,8 +119,8 @@ def wait_in_line(ticket, flag: threading.Event, lang: str = "en"):
 
 
 def waiting_line(ahead: int, wait: float, lang: str = "en") -> str:
-    fair = APP("status.fair", lang, fair=FAIR_BUDGET_S, budget=RUN_BUDGET_S)
-    return APP("status.waiting_line", lang, ahead=ahead, s="s" if ahead != 1 else "", wait=wait, fair=fair)
+    fair = APP_TEXT("status.fair", lang, fair=FAIR_BUDGET_S, budget=RUN_BUDGET_S)
+    return APP_TEXT("status.waiting_line", lang, ahead=ahead, s="s" if ahead != 1 else "", wait=wait, fair=fair)
 
 
 def tab_language(lang, request=None) -> str:
@@ -164,13 +164,13 @@ def _generate(prompt, values, compare, flag, sid, lang="en"):
     try:
         if not (yield from wait_in_line(ticket, flag, lang)):
             if flag.reason != "replaced":  # a replaced run leaves the page to the run that replaced it
-                yield outputs(status=APP("status.stopped_line", lang))
+                yield outputs(status=APP_TEXT("status.stopped_line", lang))
             return
         if engine is not MODEL.engine:  # the model picker loaded another model while this request waited
-            yield outputs(model=MODEL.status(lang), status=APP("status.switched", lang))
+            yield outputs(model=MODEL.status(lang), status=APP_TEXT("status.switched", lang))
             return
         t_slot = time.perf_counter()
-        long = APP("status.long_prompt", lang, n=n_prompt) if n_prompt > 400 else ""
+        long = APP_TEXT("status.long_prompt", lang, n=n_prompt) if n_prompt > 400 else ""
         yield outputs(**cleared_views("wait.after_runs", lang), model=MODEL.status(lang),
                       status=long + starting_line(settings, len(worker.plan()), lang),
                       download=gr.DownloadButton(value=None, interactive=False))
@@ -187,7 +187,7 @@ def _generate(prompt, values, compare, flag, sid, lang="en"):
            for k, limit in worker.timed_out.items()}
     if flag.is_set():
         how = {k: ("how.you", {}) for k in ("eagle", "vanilla")}
-        gr.Info(APP("status.stopped_kept", lang))
+        gr.Info(APP_TEXT("status.stopped_kept", lang))
     for kind in ("eagle", "vanilla"):  # this machine's measured rates, for the next "about N s"
         run = state[kind]
         if run is not None and run.summary.stop_reason != "stopped":
@@ -200,7 +200,7 @@ def _generate(prompt, values, compare, flag, sid, lang="en"):
 
 
 def timed_note(state: dict, planned: int, live: bool, device: tuple) -> tuple:
-    """The cards' note (an APP key and its fields) for what actually ran: both runs, one run alone (vanilla
+    """The cards' note (an APP_TEXT key and its fields) for what actually ran: both runs, one run alone (vanilla
     only, or no comparison asked for), or EAGLE only because vanilla never started (a Stop, a limit)."""
     ran = [k for k in ("eagle", "vanilla") if state[k] is not None]
     if len(ran) == 2:
@@ -212,7 +212,7 @@ def timed_note(state: dict, planned: int, live: bool, device: tuple) -> tuple:
 
 
 def device_note(device, threads: int = 0) -> tuple:
-    """Where the timed runs ran, for the cards' note (an APP key and its fields): the GPU by its name on
+    """Where the timed runs ran, for the cards' note (an APP_TEXT key and its fields): the GPU by its name on
     CUDA, the CPU threads of the engine thread elsewhere."""
     device = str(device)
     if device.startswith("cuda"):
@@ -225,14 +225,14 @@ def device_note(device, threads: int = 0) -> tuple:
 def starting_line(settings, n_runs: int, lang: str = "en") -> str:
     """The status shown while the runs are timed: what runs, about how long, and why the page is still."""
     if UI_INTERVAL_S > 0:
-        return APP("status.start_eagle" if settings.method != "vanilla" else "status.start_vanilla", lang)
-    what = APP("status.what_both" if n_runs > 1 else "status.what_vanilla" if settings.method == "vanilla"
+        return APP_TEXT("status.start_eagle" if settings.method != "vanilla" else "status.start_vanilla", lang)
+    what = APP_TEXT("status.what_both" if n_runs > 1 else "status.what_vanilla" if settings.method == "vanilla"
                else "status.what_eagle", lang)
-    each, done = (APP("status.each", lang), APP("status.both_done", lang)) if n_runs > 1 else \
-        ("", APP("status.it_done", lang))
+    each, done = (APP_TEXT("status.each", lang), APP_TEXT("status.both_done", lang)) if n_runs > 1 else \
+        ("", APP_TEXT("status.it_done", lang))
     kinds = ["vanilla"] if settings.method == "vanilla" else ["eagle", "vanilla"][:n_runs]
     guess = SETTLE_S + sum(min(LINE.run_s(kind, settings.max_new_tokens), RUN_BUDGET_S) for kind in kinds)
-    return APP("status.timing", lang, what=what, n=settings.max_new_tokens, each=each, guess=guess, done=done)
+    return APP_TEXT("status.timing", lang, what=what, n=settings.max_new_tokens, each=each, guess=guess, done=done)
 
 
 def _follow(worker: Worker, settings, sid: str, prompt: str, lang: str = "en"):
@@ -256,11 +256,11 @@ def _follow(worker: Worker, settings, sid: str, prompt: str, lang: str = "en"):
             if k == main:
                 state["cycles"] = list(payload.cycles)
                 s = payload.summary
-                before = APP("status.eagle_done", lang, n=s.new_tokens, s=s.wall_s)
+                before = APP_TEXT("status.eagle_done", lang, n=s.new_tokens, s=s.wall_s)
         elif what == "parting":
             state["parting"] = payload
         elif what == "error":
-            gr.Warning(APP("status.failed", lang, k=k, err=payload))
+            gr.Warning(APP_TEXT("status.failed", lang, k=k, err=payload))
         if UI_INTERVAL_S > 0 and time.perf_counter() - last >= UI_INTERVAL_S:
             last = time.perf_counter()
             yield outputs(status=progress_line(kind, tokens, cycles, started, settings.max_new_tokens,
@@ -282,7 +282,7 @@ def step(prompt, values: tuple, state, lang="en", request: gr.Request = None):
         ticket = LINE.join(1)
         try:
             if not (yield from wait_in_line(ticket, flag, lang)):
-                yield outputs(status=APP("status.stopped_line_step", lang))
+                yield outputs(status=APP_TEXT("status.stopped_line_step", lang))
                 return
             yield _step(engine, prompt, settings, state, sid, lang)
         finally:
@@ -306,13 +306,13 @@ def _step(engine, prompt, settings, state, sid, lang="en") -> tuple:
     if rec is not None:
         state["cycles"].append(readable_cycle(rec, tok))
     if finished is None:
-        status = APP("status.step", lang, n=len(state["cycles"]), tau=tau(state["cycles"]))
+        status = APP_TEXT("status.step", lang, n=len(state["cycles"]), tau=tau(state["cycles"]))
     else:
         kind = "vanilla" if settings.method == "vanilla" else "eagle"
         run = readable_run(finished, tok)
         state.update({kind: run, "stepper": None, "step_key": None, "cycles": list(run.cycles),
                       "note": ("status.step_note", {})})
-        status = APP("status.step_done", lang) + done_status(state, lang=lang)
+        status = APP_TEXT("status.step_done", lang) + done_status(state, lang=lang)
     views = cycle_views(state, None, lang)
     if state["stepper"] is None:
         views.update(summary_views(state, lang))

@@ -11,7 +11,8 @@ from viz.examples import medusa_figure
 from viz.languages import language_figure, language_table, load_language_rows
 from viz.learn import learn_blocks
 
-from ..i18n import APP, lang_of, text
+from ..i18n import APP_TEXT, lang_of, text
+from ..sessions import note_page
 from ..settings import BY_NAME
 from ..traces import load_example, replay_status
 from ..views import OUT, SUMMARY, VIEW, cycle_views, done_status, outputs, summary_views
@@ -19,6 +20,7 @@ from ..views import OUT, SUMMARY, VIEW, cycle_views, done_status, outputs, summa
 
 def on_page_load(lang: str = "en", request: gr.Request = None):
     """The first example trace, and the model's status line as of now (in the tab's language)."""
+    note_page(getattr(request, "session_hash", None))  # a browser tab: its session is kept while it is open
     MODEL.start()
     first = next(iter(example_traces()), None)
     out = load_example(first, lang, request) if first else outputs()
@@ -57,7 +59,7 @@ def set_language(lang, state, k):
     status = status_again(state, lang) if state else gr.skip()
     if state and state["cycles"]:
         drawn = {**cycle_views(state, k, lang), **summary_views(state, lang)}
-        drawn["slider"] = gr.Slider(label=APP("slider.of", lang, n=len(state["cycles"])))  # the label only
+        drawn["slider"] = gr.Slider(label=APP_TEXT("slider.of", lang, n=len(state["cycles"])))  # the label only
         views = tuple(drawn[name] for name in VIEW + SUMMARY)
     else:
         views = (gr.skip(),) * len(VIEW + SUMMARY)
@@ -87,9 +89,9 @@ def clamp_note(name: str, value, lang: str = "en"):
     except (TypeError, ValueError):
         return gr.skip()
     if f.maximum is not None and v > f.maximum:
-        return APP("note.clamped", lang, what=text(f.label, lang), v=f"{v:g}", edge=f"{f.maximum:g}")
+        return APP_TEXT("note.clamped", lang, what=text(f.label, lang), v=f"{v:g}", edge=f"{f.maximum:g}")
     if f.minimum is not None and v < f.minimum:
-        return APP("note.clamped_min", lang, what=text(f.label, lang), v=f"{v:g}", edge=f"{f.minimum:g}")
+        return APP_TEXT("note.clamped_min", lang, what=text(f.label, lang), v=f"{v:g}", edge=f"{f.minimum:g}")
     return gr.skip() if v in (f.maximum, f.minimum) else ""
 
 

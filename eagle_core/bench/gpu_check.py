@@ -6,7 +6,7 @@
 It answers what nobody has measured on a GPU for this project yet:
   1. greedy identity per dtype (float32, bfloat16 where native, float16): EAGLE-2 against vanilla
      on the shipped example prompts (none of them in the heads' training data), and where outputs
-     part, whether at a near-tie (eagle_core.parting);
+     part, whether at a near-tie (eagle_core.divergence);
   2. tau and speedup over vanilla for EAGLE-2 and EAGLE-3 on the `gpu` and `cpu` trees;
   3. what a verification costs: t(k)/t(1), one forward of k new tokens against one token;
   4. the app's start-up: seconds from `import app` to a loaded model.
@@ -29,7 +29,7 @@ from ..config import PRESETS, DecodeSettings
 from ..engine_loading import load_engine
 from ..machine.info import machine_info
 from ..target.gpu_presence import cached_mismatch
-from ..parting import first_parting
+from ..divergence import first_parting
 from ..target import native_bf16, pick_device
 from .forward_costs import time_forward
 

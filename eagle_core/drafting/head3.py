@@ -110,7 +110,7 @@ class Eagle3Config:
         SpecForge store the ids of the layers whose OUTPUT is read, and add one when capturing):
         converted to inputs by adding one. `rope_theta`: the RoPE base the head's trainer used, where
         it differs from the config's (the official and AngelSlim EAGLE-3 trainers build RoPE with base
-        10000 whatever `rope_theta` says: eagle_app/pairs.py); None: the config's (absent: 10000)."""
+        10000 whatever `rope_theta` says: eagle_app/public_models.py); None: the config's (absent: 10000)."""
         if layer_ids not in ("inputs", "outputs"):
             raise ValueError(f"layer_ids must be 'inputs' (official, vLLM) or 'outputs' (SGLang, SpecForge), not {layer_ids!r}")
         act = d.get("hidden_act", "silu")

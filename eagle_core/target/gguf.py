@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from ..paths import cache_root
+from ..environment import cache_root
 from .weights import fetch_default_gguf
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

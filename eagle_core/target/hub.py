@@ -5,7 +5,7 @@ weights only) into the hub client's cache; a gated repository or no network is a
 No network fails fast. The hub client asks for a repository's revision with no time limit and
 retries on errors: measured here, with the hub's address answering nothing, `snapshot_download`
 was still waiting after 300 s (and the issue saw 47 s of retries). So before downloading, one
-request with a short timeout (`PROBE_TIMEOUT_S`) asks the hub for the repository; if nothing
+request with a short timeout (`probe_timeout_s`, EAGLE_HUB_PROBE_S) asks the hub for the repository; if nothing
 answers, the local cache is used when it has the repository, else the message says so at once.
 """
 from __future__ import annotations
@@ -14,6 +14,8 @@ import os
 import re
 import threading
 
+from ..environment import seconds
+
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 WEIGHT_FILES = ["*.json", "*.safetensors", "*.bin"]
 # a target also needs its tokenizer; its *.bin weights only where it has no safetensors (both would double
@@ -21,10 +23,14 @@ WEIGHT_FILES = ["*.json", "*.safetensors", "*.bin"]
 TARGET_FILES = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.tiktoken", "*.txt"]
 IGNORE = ["original/*"]
 GATED_HINT = "a gated repository: accept its licence on the hub and set HF_TOKEN"
-PROBE_TIMEOUT_S = float(os.environ.get("EAGLE_HUB_PROBE_S", "5"))  # connect and answer, each
 
 
-def probe(name: str, timeout: float = PROBE_TIMEOUT_S) -> tuple[str | None, list[str] | None]:
+def probe_timeout_s() -> float:
+    """Seconds the probe waits for the hub to connect and answer (each): EAGLE_HUB_PROBE_S, default 5."""
+    return seconds("EAGLE_HUB_PROBE_S", 5.0)
+
+
+def probe(name: str, timeout: float | None = None) -> tuple[str | None, list[str] | None]:
     """Ask the hub once about repository `name`: (None, its files) if it answered, (None, None) if it
     answered without a file list (gated, missing: the download then says which), or (why, None) if it
     did not answer within `timeout` s. The request runs in a thread of its own and is waited for
@@ -34,6 +40,7 @@ def probe(name: str, timeout: float = PROBE_TIMEOUT_S) -> tuple[str | None, list
     from huggingface_hub import constants
     from huggingface_hub.utils import build_hf_headers
 
+    timeout = probe_timeout_s() if timeout is None else timeout
     answer: list = []
 
     def ask():

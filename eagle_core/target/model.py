@@ -89,7 +89,7 @@ def native_bf16(device: str = "cuda") -> bool:
 def default_dtype(device: str, n_params: float | None = None) -> torch.dtype:
     """float32 wherever it is affordable, since only float32 keeps greedy EAGLE identical to vanilla
     token for token (half precision rounds a k-token forward differently from a 1-token one, and
-    near-ties can flip: eagle_core.parting). CPU and MPS: float32. CUDA: float32 for targets under
+    near-ties can flip: eagle_core.divergence). CPU and MPS: float32. CUDA: float32 for targets under
     SMALL_TARGET_PARAMS (SmolLM2-135M takes 0.5 GB so), else bfloat16 where native, float16 elsewhere."""
     if device.startswith("cuda"):
         if n_params is not None and n_params < SMALL_TARGET_PARAMS:

@@ -6,7 +6,7 @@ import os
 
 from ..bench.prompts import MT_BENCH
 from ..config import add_tree_argument
-from ..paths import runs_root
+from ..environment import runs_root
 
 
 

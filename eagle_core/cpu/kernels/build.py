@@ -15,7 +15,7 @@ import subprocess
 
 import torch
 
-from ...paths import cache_root
+from ...environment import cache_root, flag, value
 
 HERE = os.path.dirname(__file__)
 SOURCES = [os.path.join(HERE, name)
@@ -61,8 +61,9 @@ PORTABLE_ENV = "EAGLE_PORTABLE"  # "1": no C kernel at all, the portable path (c
 
 
 def portable_forced() -> bool:
-    """Is EAGLE_PORTABLE set to 1 / on / true / yes?"""
-    return os.environ.get(PORTABLE_ENV, "").strip().lower() in ("1", "on", "true", "yes")
+    """Is EAGLE_PORTABLE on (1 / true / yes / on)? Any value outside eagle_core.environment's yes/no
+    values is a SettingError naming it."""
+    return flag(PORTABLE_ENV)
 
 
 def compile_kernels(path: str, defines: tuple[str, ...] = ()):
@@ -70,7 +71,7 @@ def compile_kernels(path: str, defines: tuple[str, ...] = ()):
     then moved, so a reader never sees half a file), with extra -D `defines` (a measurement's
     variant), and load it with each function's argument types declared."""
     tmp = f"{path}.{os.getpid()}.tmp"
-    cc = os.environ.get("CC", "cc")
+    cc = value("CC") or "cc"
     subprocess.run([cc, *CFLAGS, *(f"-D{d}" for d in defines), "-o", tmp, *SOURCES, "-lm"], check=True,
                    capture_output=True, timeout=120)
     os.replace(tmp, path)
@@ -137,7 +138,7 @@ def library():
 def build_failure(e: Exception) -> str:
     """Why the kernels could not be built or loaded, in words a user can act on (the CLI's line and the
     page say it, eagle_core/cpu/status.py), the compiler's first error line kept."""
-    cc = os.environ.get("CC", "cc")
+    cc = value("CC") or "cc"
     err = (getattr(e, "stderr", b"") or b"").decode(errors="replace").strip().splitlines()
     detail = f": {err[0][:160]}" if err else ""
     if isinstance(e, FileNotFoundError):

@@ -26,7 +26,7 @@ import subprocess
 import numpy as np
 import torch
 
-from ...paths import cache_root
+from ...environment import cache_root, value
 
 HERE = os.path.dirname(__file__)
 SOURCE = os.path.join(HERE, "qblocks.c")
@@ -72,7 +72,7 @@ def library(plain_only: bool = False):
     if not os.path.exists(path):
         os.makedirs(folder, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"  # written aside, then moved: a reader never sees half a file
-        subprocess.run([os.environ.get("CC", "cc"), *flags, "-o", tmp, SOURCE, "-lm"], check=True,
+        subprocess.run([value("CC") or "cc", *flags, "-o", tmp, SOURCE, "-lm"], check=True,
                        capture_output=True, timeout=300)
         os.replace(tmp, path)
     _LIBS[plain_only] = _declared(ctypes.CDLL(path))

@@ -22,10 +22,11 @@ What each config says, and what the engine does with it:
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
+
+from eagle_core.environment import value
 
 from . import zerogpu
 
@@ -95,7 +96,7 @@ PAIRS = (
 BY_KEY = {p.key: p for p in PAIRS}
 
 
-def picker_shown(env=os.environ) -> bool:
+def picker_shown(env=None) -> bool:
     """Whether the page offers the pairs. Only where torch sees a CUDA GPU (the pairs need 4-16 GB of it),
     never on ZeroGPU (a Space there loads its model at start-up: EAGLE_APP_MODEL and friends), and since a
     switch changes the model for every user of the app: on a machine of one's own by default, on a shared
@@ -103,8 +104,8 @@ def picker_shown(env=os.environ) -> bool:
     anywhere)."""
     if zerogpu.ZERO or not torch.cuda.is_available():
         return False
-    flag = env.get("EAGLE_APP_ALLOW_SWITCH", "")
-    return flag == "1" if flag else not env.get("SPACE_ID")
+    allowed = value("EAGLE_APP_ALLOW_SWITCH", env)
+    return allowed if allowed is not None else not value("SPACE_ID", env)
 
 
 def missing_packages(pair: Pair) -> list[str]:

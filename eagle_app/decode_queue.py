@@ -9,15 +9,17 @@ import os
 import threading
 import time
 
+from eagle_core.environment import seconds
+
 from .zerogpu import on_zerogpu
 
 # A shared Space has one decode slot: bound what one request can hold it for. Each decode (EAGLE,
 # then vanilla) stops after this many seconds; vanilla then decodes as many tokens as EAGLE did.
 # On ZeroGPU each Generate asks for the GPU for 2 x this + 15 s of a visitor's few daily minutes: 20 s.
-RUN_BUDGET_S = float(os.environ.get("EAGLE_APP_RUN_BUDGET_S", "20" if on_zerogpu() else "60"))
+RUN_BUDGET_S = seconds("EAGLE_APP_RUN_BUDGET_S", 20.0 if on_zerogpu() else 60.0)
 # Fair share: while somebody waits in line behind a run, each of its decodes stops after this many
 # seconds instead (a class of thirty sharing one slot should not wait behind 512-token runs).
-FAIR_BUDGET_S = float(os.environ.get("EAGLE_APP_FAIR_BUDGET_S", "20"))
+FAIR_BUDGET_S = seconds("EAGLE_APP_FAIR_BUDGET_S", 20.0)
 
 
 # The hardware panel's recording (eagle_core.machine.RECORDED; `python -m eagle_core.bench.hardware --record`

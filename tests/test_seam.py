@@ -40,7 +40,7 @@ def forbid_c(monkeypatch) -> list:
         return real()
     for mod in (build, rows_module, compact_module, kernels.attention, kernels.backends, kernels.calibration, kernels.gemv8):
         monkeypatch.setattr(mod, "library", counted)
-    monkeypatch.setattr(K, "library", counted)
+    monkeypatch.setattr(kernels, "library", counted)
     monkeypatch.setattr(kernels.backends, "_SMALLGEMM", kernels.backends._LazyFn())  # no cached ctypes function either
     return calls
 

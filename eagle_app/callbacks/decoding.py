@@ -36,8 +36,8 @@ from .flags import RUNS
 
 LINE = DecodeLine()  # the one decode slot, shared by Generate and Step of every tab
 # While the two timed runs decode the page gets no update at all, by default: with Chromium on the
-# same 2-core machine even a one-line progress update a second (plus Gradio's status trackers)
-# cost vanilla 11-30% of its rate (page/CLI 70-89%); with none, 89-103% (docs/app.md).
+# same 2-core machine even a one-line progress update a second (plus Gradio's status trackers) takes
+# a share of the cores the timed decode needs (docs/app.md, "No page update while timed").
 # EAGLE_APP_PROGRESS_S > 0 sends a progress line that often instead.
 UI_INTERVAL_S = seconds("EAGLE_APP_PROGRESS_S", 0.0)
 SETTLE_S = 1.0  # after clearing the page, let the browser draw it before the clock starts (0.3 s was

@@ -214,7 +214,7 @@ FIGURE_WORDS_JS = """(root) => {
   return [own, ticks, plots.length];
 }"""
 NAMES = {"EAGLE", "SmolLM", "GPU", "CPU", "MGSM", "bench", "Medusa", "Qwen", "AngelSlim", "README", "AMD", "EPYC",
-         "family", "model", "Intel", "Xeon"}
+         "family", "model", "Intel", "Xeon", "Processor"}
 UI_TICK_WORDS = {"after", "bonus", "node", "vanilla", "depth", "cycle", "tok"}
 
 

@@ -211,8 +211,8 @@ def test_per_language_rows_table_and_figure():
     rows = language_rows(results)
     assert len(rows) == 4 and {r["method"] for r in rows} == {"EAGLE-2", "EAGLE-3"}
     table = language_table(rows)
-    assert "| EAGLE-2 | MGSM | (2, 2, 4) | 0 | 2.00 (4) | 1.50 (4) | 0.75 |" in table
-    assert "| EAGLE-3 | MT-bench | (2, 2, 4) | 0 | – | 1.20 (4) | – |" in table
+    assert "| EAGLE-2 | MGSM | 2,2,4 | 2.00 (4) | 1.50 (4) | 0.75 |" in table
+    assert "| EAGLE-3 | MT-bench | 2,2,4 | – | 1.20 (4) | – |" in table
     fig = language_figure(rows)
     assert [t.name for t in fig.data] == ["English", "Chinese"]
     assert list(fig.data[1].y) == [1.5, None, 1.2]  # groups: (EAGLE-2 MGSM), (EAGLE-2 MT-bench), (EAGLE-3 MT-bench)

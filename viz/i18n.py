@@ -194,8 +194,8 @@ FIGURE_TEXT = Strings({
     "fig.hover_depth": ("%{x}: accepted in %{text} of the cycles whose accepted path got that far",
                         "%{x}：在被接受路径到达这里的轮次中，接受了 %{text}"),
     # the Learn tab's figures (viz/languages.py, the Medusa tree)
-    "lang.header": ("| head | benchmark | tree | T | τ en (n) | τ zh (n) | zh / en | accepted at depth 1 / 2, en | zh |",
-                    "| 头 | 基准 | 树 | T | 英文 τ (n) | 中文 τ (n) | zh / en | 深度 1 / 2 的接受率，英文 | 中文 |"),
+    "lang.header": ("| head | benchmark | tree | τ en (n) | τ zh (n) | zh/en | acc. d1/d2 en | zh |",
+                    "| 头 | 基准 | 树 | 英文 τ (n) | 中文 τ (n) | zh/en | 接受率 d1/d2 英文 | 中文 |"),
     "lang.English": ("English", "英文"),
     "lang.Chinese": ("Chinese", "中文"),
     "lang.title": ("Tokens per cycle (tau) by language · tree {a}/{b}/{c}, T={t:g}",

@@ -56,12 +56,13 @@ def language_table(rows: list[dict], lang: str = "en") -> str:
         return ""
     by = {(r["method"], r["tree"], r["temperature"], r["benchmark"], r["language"]): r for r in rows}
     keys = sorted({k[:4] for k in by}, key=lambda k: (k[0], k[3], k[1], k[2]))
-    lines = [FIGURE_TEXT("lang.header", lang), "|---|---|---|---|---|---|---|---|---|"]
+    lines = [FIGURE_TEXT("lang.header", lang), "|---|---|---|---|---|---|---|---|"]
     for k in keys:
         en, zh = by.get((*k, "English")), by.get((*k, "Chinese"))
         cell = lambda r: f"{r['tau']:.2f} ({r['prompts']})" if r else "–"
         ratio = f"{zh['tau'] / en['tau']:.2f}" if en and zh else "–"
-        lines.append(f"| {k[0]} | {k[3]} | {k[1]} | {k[2]:g} | {cell(en)} | {cell(zh)} | {ratio} | {depths(en)} | {depths(zh)} |")
+        tree = ",".join(map(str, k[1])) + (f", T {k[2]:g}" if k[2] else "")  # sampled rows name their temperature
+        lines.append(f"| {k[0]} | {k[3]} | {tree} | {cell(en)} | {cell(zh)} | {ratio} | {depths(en)} | {depths(zh)} |")
     return "\n".join(lines)
 
 

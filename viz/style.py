@@ -42,7 +42,9 @@ def feed_bytes(pending: bytes, text: str, show_pending: bool = True) -> tuple[st
     for i, seg in enumerate(BYTES_RE.split(text)):
         if not seg:
             continue
-        if i % 2 == 0:  # plain text: a character still waiting for bytes is broken, drop it
+        if i % 2 == 0:  # plain text: a character still waiting for bytes is broken; show its bytes
+            if pending:  # (the model wrote an invalid sequence: its decoded text holds U+FFFD there)
+                out.append(_hex(pending))
             pending, own = b"", b""
             out.append(seg)
             continue

@@ -7,12 +7,15 @@ Everything is self-contained HTML (its own <style>), escaped, and keeps whitespa
 from __future__ import annotations
 
 import html
+import re
 
 from eagle_core.trace import ACCEPTED, REJECTED, CycleRecord, Run
 
 from .i18n import FIGURE_TEXT
 from .style import cycle_texts, feed_bytes, md_text, token_label
 from .verdict import verdict_html
+
+BROKEN_RE = re.compile(r"‹[0-9A-F]{2}(?: [0-9A-F]{2})*›")  # the bytes of a character the model never finished
 
 CSS = """<style>
 .eg-text{white-space:pre-wrap;font-family:ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace;font-size:18px;
@@ -75,7 +78,7 @@ def _pieces(cycle: CycleRecord, pending: bytes) -> tuple[list[tuple[str, str]], 
     for t, k in texts:
         t, pending = feed_bytes(pending, t, show_pending=False)
         shown.append((t, k))
-    if "".join(t for t, _ in shown) == cycle.committed_text:
+    if BROKEN_RE.sub("\ufffd", "".join(t for t, _ in shown)) == cycle.committed_text:  # a broken character: its bytes
         return [(t, k) for t, k in shown if t], pending
     if not cycle.committed_text:
         return [], b""

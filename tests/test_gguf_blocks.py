@@ -125,7 +125,7 @@ def test_layer_0_products_agree_with_float32_to_the_rounding_bound(default_block
 def test_the_curve_groups_a_forwards_products_and_reads_its_bounds():
     """qblocks_curve: per layer q/k/v and gate/up stacked, then the LM head; the table's ratios from a
     made-up measurement (no timing here)."""
-    from eagle_core.cpu.kernels import qblocks_curve as qc
+    from eagle_core.bench import qblocks_curve as qc
 
     names = {"self_attn.q_proj": 64, "self_attn.k_proj": 32, "self_attn.v_proj": 32, "self_attn.o_proj": 64,
              "mlp.gate_proj": 96, "mlp.up_proj": 96}

@@ -1,6 +1,6 @@
 """t(k), k = 1..32: the products of one forward of the default model, from its GGUF's blocks and in float32.
 
-    python -m eagle_core.cpu.kernels.qblocks_curve --curve [--threads 2] [--tile 8] [--repeats 5] [--json-out F]
+    python -m eagle_core.bench.qblocks_curve --curve [--threads 2] [--tile 8] [--repeats 5] [--json-out F]
 
 One pass = every product a forward of k tokens makes, in the CPU decoder's grouping (cpu/forward.py): per layer
 q/k/v stacked (960 x 576), o (576 x 576), gate/up stacked (3072 x 576), down (576 x 1536), 30 layers,
@@ -20,28 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import numpy as np
 import torch
 
-from . import qblocks
+from ..cpu.kernels import qblocks
+from ..machine.timing import median_s
 
 ROWS = tuple(range(1, 33))
 GOAL = 1.15
 LAYER_GROUPS = (("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), ("self_attn.o_proj",),
                 ("mlp.gate_proj", "mlp.up_proj"), ("mlp.down_proj",))
-
-
-def median_s(fn, repeats: int, warmup: int = 1) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def forward_weights(blocks: dict) -> list[tuple[str, np.ndarray, int, int]]:
@@ -75,14 +64,14 @@ def bandwidth(mb: int = 512, threads: int = 2, reps: int = 5) -> float:
     a = torch.ones(mb * 2 ** 20 // 8, dtype=torch.int64)
     lib = qblocks.library()
     lib.qb_stream_read(a.data_ptr(), a.numel(), threads)
-    best = min(median_s(lambda: lib.qb_stream_read(a.data_ptr(), a.numel(), threads), 1, 0) for _ in range(reps))
+    best = min(median_s(lambda: lib.qb_stream_read(a.data_ptr(), a.numel(), threads), 1) for _ in range(reps))
     return a.numel() * 8 / 1e9 / best
 
 
 def warm_rate(run, n: int, k: int, rows: int = 32, calls: int = 20, repeats: int = 5) -> float:
     """Multiply-adds per second of run(x) on one weight kept in the caches, `rows` rows."""
     x = torch.randn(rows, k)
-    t = median_s(lambda: [run(x) for _ in range(calls)], repeats) / calls
+    t = median_s(lambda: [run(x) for _ in range(calls)], repeats, warmup=1) / calls
     return rows * n * k / t
 
 
@@ -128,8 +117,8 @@ def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None) -
     with torch.inference_mode():
         for k in rows:
             xs = {K: torch.randn(k, K, generator=g) for K in {w[3] for w in p["weights"]}}
-            t_q[k] = 1e3 * median_s(lambda: [p["q_run"](st, xs[st[3]]) for st in p["q"]], repeats)
-            t_f[k] = 1e3 * median_s(lambda: [p["f32_run"](st, xs[K]) for st, K in p["f32"]], repeats)
+            t_q[k] = 1e3 * median_s(lambda: [p["q_run"](st, xs[st[3]]) for st in p["q"]], repeats, warmup=1)
+            t_f[k] = 1e3 * median_s(lambda: [p["f32_run"](st, xs[K]) for st, K in p["f32"]], repeats, warmup=1)
             if k in (rows[0], rows[len(rows) // 2], rows[-1]):
                 bws.append(bandwidth(threads=threads))
         r = rates(p)
@@ -187,7 +176,7 @@ def render(res: dict) -> str:
 
 
 def main(argv=None) -> str:
-    ap = argparse.ArgumentParser(prog="python -m eagle_core.cpu.kernels.qblocks_curve", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.qblocks_curve", description=__doc__.split("\n\n")[0])
     ap.add_argument("--curve", action="store_true", help="measure t(k), k = 1..32 (the default model's GGUF)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tile", type=int, default=0, help="rows per pass over a weight group, 1..16 (0: 16)")

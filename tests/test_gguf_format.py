@@ -17,6 +17,7 @@ from eagle_core.cpu.kernels import qblocks
 from eagle_core.cpu.quant_linear import QuantLinear
 from eagle_core.target import gguf_blocks
 from test_engine import PROMPTS, TREES
+from test_portable import N_DRAWS, second_token_draws
 from test_seam import WIDE, _target8
 
 pytest.importorskip("gguf")
@@ -73,7 +74,6 @@ def test_greedy_eagle3_equals_vanilla_in_gguf(block_calls):
     assert max(block_calls) > 1
 
 
-N_DRAWS = 600
 
 
 def test_sampling_keeps_the_target_distribution_in_gguf():
@@ -84,19 +84,7 @@ def test_sampling_keeps_the_target_distribution_in_gguf():
         first.model.lm_head.weight.mul_(0.05)  # a spread-out distribution, so sampling matters
     target = from_model(first.model, first.tokenizer, name="tiny", eos_ids=first.eos_ids, fast=GGUF)
     assert isinstance(target.lm_head, QuantLinear)
-    engine = Engine(target, tiny_head(target, seed=6))
-    ids = target.encode_prompt("hi", chat_template=False)
-    with torch.no_grad():
-        p1 = torch.softmax(target.model(torch.tensor([ids])).logits[0, -1].double(), -1)
-        p2 = sum(p1[a] * torch.softmax(target.model(torch.tensor([ids + [a]])).logits[0, -1].double(), -1)
-                 for a in range(8))
-    counts, accepted = torch.zeros(8, dtype=torch.float64), 0
-    for seed in range(N_DRAWS):
-        run = engine.run("hi", DecodeSettings(method="eagle2", depth=1, tree_top_k=3, total_tokens=3, max_new_tokens=3,
-                                              temperature=1.0, seed=seed, chat_template=False))
-        counts[run.summary.token_ids[1]] += 1
-        accepted += run.cycles[0].accepted_drafts
-    tv = 0.5 * float((counts / counts.sum() - p2).abs().sum())
+    tv, accepted = second_token_draws(target, "eagle2", dict(depth=1, tree_top_k=3, total_tokens=3))
     assert accepted > N_DRAWS // 10  # drafts really were accepted, not only bonus tokens
     assert tv < 0.07  # sampling noise with 600 draws over 8 outcomes is ~0.03
 

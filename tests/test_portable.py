@@ -112,6 +112,25 @@ def test_a_broken_tree_mask_parts_at_a_clear_winner(monkeypatch, dtype):
 N_DRAWS = 600
 
 
+def second_token_draws(target, method: str, tree: dict, n: int = N_DRAWS) -> tuple[float, int]:
+    """(total variation between the 2nd generated token's frequencies over `n` seeds and the target's own
+    marginal p(x2) at temperature 1, drafts accepted in the first cycles): the exactness measure of the
+    sampling tests (an 8-token vocabulary, the prompt "hi", a tiny head)."""
+    engine = Engine(target, tiny_head(target, seed=6))
+    ids = target.encode_prompt("hi", chat_template=False)
+    with torch.no_grad():
+        p1 = torch.softmax(target.model(torch.tensor([ids])).logits[0, -1].double(), -1)
+        p2 = sum(p1[a] * torch.softmax(target.model(torch.tensor([ids + [a]])).logits[0, -1].double(), -1)
+                 for a in range(8))
+    counts, accepted = torch.zeros(8, dtype=torch.float64), 0
+    for seed in range(n):
+        run = engine.run("hi", DecodeSettings(method=method, max_new_tokens=3, temperature=1.0, seed=seed,
+                                              chat_template=False, **tree))
+        counts[run.summary.token_ids[1]] += 1
+        accepted += run.cycles[0].accepted_drafts
+    return 0.5 * float((counts / counts.sum() - p2).abs().sum()), accepted
+
+
 @pytest.mark.parametrize("method", ["eagle2", "chain"])
 def test_float32_stock_sampling_keeps_the_target_distribution(method):
     """The 2nd generated token goes through drafting and the point-mass (eagle2) or min(1, p/q)
@@ -119,20 +138,8 @@ def test_float32_stock_sampling_keeps_the_target_distribution(method):
     target = stock(tiny_target("llama", seed=5, vocab=8))
     with torch.no_grad():
         target.model.lm_head.weight.mul_(0.05)  # a spread-out distribution, so sampling matters
-    engine = Engine(target, tiny_head(target, seed=6))
-    ids = target.encode_prompt("hi", chat_template=False)
-    with torch.no_grad():
-        p1 = torch.softmax(target.model(torch.tensor([ids])).logits[0, -1].double(), -1)
-        p2 = sum(p1[a] * torch.softmax(target.model(torch.tensor([ids + [a]])).logits[0, -1].double(), -1)
-                 for a in range(8))
     tree = dict(depth=1, tree_top_k=3, total_tokens=3) if method == "eagle2" else dict(chain_length=2)
-    counts, accepted = torch.zeros(8, dtype=torch.float64), 0
-    for seed in range(N_DRAWS):
-        run = engine.run("hi", DecodeSettings(method=method, max_new_tokens=3, temperature=1.0, seed=seed,
-                                              chat_template=False, **tree))
-        counts[run.summary.token_ids[1]] += 1
-        accepted += run.cycles[0].accepted_drafts
-    tv = 0.5 * float((counts / counts.sum() - p2).abs().sum())
+    tv, accepted = second_token_draws(target, method, tree)
     assert accepted > N_DRAWS // 10  # drafts really were accepted, not only bonus tokens
     assert tv < 0.07  # sampling noise with 600 draws over 8 outcomes is ~0.03
 

@@ -18,6 +18,7 @@ from eagle_core import DecodeSettings, Engine, FastPath, from_model
 from eagle_core.cpu import kernels
 from eagle_core.cpu.kernels import build, compact as compact_module, rows as rows_module
 from test_engine import PROMPTS, TREES
+from test_portable import N_DRAWS, second_token_draws
 
 WIDE = dict(depth=6, tree_top_k=8, total_tokens=40)
 
@@ -88,7 +89,6 @@ def test_portable_path_calls_no_c_and_greedy_eagle_1_2_3_equal_vanilla(monkeypat
     assert not c_forbidden, "the portable path asked for the library"
 
 
-N_DRAWS = 600
 
 
 def test_portable_path_sampling_keeps_the_target_distribution(c_forbidden):
@@ -97,19 +97,7 @@ def test_portable_path_sampling_keeps_the_target_distribution(c_forbidden):
     target = tiny_target("llama", seed=5, vocab=8, fast=FastPath.portable())
     with torch.no_grad():
         target.model.lm_head.weight.mul_(0.05)  # a spread-out distribution, so sampling matters
-    engine = Engine(target, tiny_head(target, seed=6))
-    ids = target.encode_prompt("hi", chat_template=False)
-    with torch.no_grad():
-        p1 = torch.softmax(target.model(torch.tensor([ids])).logits[0, -1].double(), -1)
-        p2 = sum(p1[a] * torch.softmax(target.model(torch.tensor([ids + [a]])).logits[0, -1].double(), -1)
-                 for a in range(8))
-    counts, accepted = torch.zeros(8, dtype=torch.float64), 0
-    for seed in range(N_DRAWS):
-        run = engine.run("hi", DecodeSettings(method="eagle2", depth=1, tree_top_k=3, total_tokens=3, max_new_tokens=3,
-                                              temperature=1.0, seed=seed, chat_template=False))
-        counts[run.summary.token_ids[1]] += 1
-        accepted += run.cycles[0].accepted_drafts
-    tv = 0.5 * float((counts / counts.sum() - p2).abs().sum())
+    tv, accepted = second_token_draws(target, "eagle2", dict(depth=1, tree_top_k=3, total_tokens=3))
     assert accepted > N_DRAWS // 10  # drafts really were accepted, not only bonus tokens
     assert tv < 0.07  # sampling noise with 600 draws over 8 outcomes is ~0.03
     assert not c_forbidden

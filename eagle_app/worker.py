@@ -203,8 +203,12 @@ class Worker:
     on the engine thread (decode_events), or on ZeroGPU in a thread of the request's own that calls
     gpu_decode (the GPU worker process decodes).
 
-    Messages on `events`: decode_events' messages, but for "threads" and "timed_out" (kept in
-    `threads` and `timed_out`), and finally ("end", None, None). kind is "eagle" or "vanilla".
+    Messages on `events`: decode_events' messages, but for "threads", "timed_out" and "cycle" (kept in
+    `threads`, `timed_out` and `progress`), and finally ("end", None, None). kind is "eagle" or "vanilla".
+    A cycle is counted, not queued: a message per cycle woke the page's thread once per token of
+    vanilla (less often for EAGLE), and on 2 cores each wake-up can hold up the decoder's OpenMP team
+    (docs/app.md, "How it behaves"). `progress[kind]` is (tokens, cycles) so far, read by the page's
+    progress line when EAGLE_APP_PROGRESS_S asks for one.
     `timed_out` maps the kinds that hit a clock limit to "budget" (RUN_BUDGET_S) or "fair"
     (FAIR_BUDGET_S while others waited).
 
@@ -221,6 +225,7 @@ class Worker:
     fair_s: float = FAIR_BUDGET_S
     crowded: Callable[[], bool] = lambda: False  # are others waiting for the decode slot?
     timed_out: dict = field(default_factory=dict)
+    progress: dict = field(default_factory=dict)  # kind -> (tokens, cycles) of the run so far
     threads: int = 0
     prompt_ids: list[int] | None = None
 
@@ -250,7 +255,12 @@ class Worker:
                     self.threads = payload
                 elif what == "timed_out":
                     self.timed_out[kind] = payload
+                elif what == "cycle":
+                    tokens, cycles = self.progress.get(kind, (1, 0))  # 1: the prefill's token
+                    self.progress[kind] = (tokens + len(payload.committed_ids), cycles + 1)  # one assignment
                 else:
+                    if what == "start":
+                        self.progress[kind] = (1, 0)
                     self.events.put((what, kind, payload))
         except Exception as e:  # on ZeroGPU, the GPU call itself (no GPU in time, the quota spent)
             self.events.put(("error", "eagle", f"{type(e).__name__}: {e}"))

@@ -123,3 +123,22 @@ def test_measure_app_vs_cli_checks_the_setup_and_reports_both_ratios(monkeypatch
     assert "EAGLE: page/CLI median 0.970" in text and "within 5%" in text
     assert "vanilla: page/CLI median 0.800" in text and "NOT within 5%" in text
     assert "1 of 1 prompts" in text
+
+
+def test_the_page_thread_is_not_woken_per_cycle():
+    """The worker counts cycles into `progress` and queues only a run's start, end and results: a
+    message per cycle woke the page's thread once per vanilla token while the decoder ran."""
+    from eagle_app.worker import Worker
+
+    engine, s = engine_and_settings()
+    worker = Worker(engine, "hello world", s).start()
+    worker.wait()
+    queued = []
+    while not worker.events.empty():
+        queued.append(worker.events.get_nowait())
+    kinds = [what for what, _, _ in queued]
+    assert "cycle" not in kinds and kinds[-1] == "end"
+    done = {k: p for what, k, p in queued if what == "done"}
+    assert set(done) == {"eagle", "vanilla"}
+    for kind, run in done.items():  # (tokens, cycles): the prefill's token, then each cycle's commits
+        assert worker.progress[kind] == (run.summary.new_tokens, len(run.cycles))

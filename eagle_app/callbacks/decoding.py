@@ -239,18 +239,19 @@ def _follow(worker: Worker, settings, sid: str, prompt: str, lang: str = "en"):
     """Yields the progress line while the worker decodes (only if UI_INTERVAL_S > 0); returns the new state."""
     state = new_state(title=prompt[:60])
     main = "vanilla" if settings.method == "vanilla" else "eagle"
-    kind, started, tokens, cycles, before, last = main, time.perf_counter(), 0, 0, "", 0.0
+    kind, started, before, last = main, time.perf_counter(), "", 0.0
+    # Without a progress line nothing here needs waking before the next message (a run's start or
+    # end): the page's thread sleeps through the timed runs. With one, it wakes that often.
+    wait = min(UI_INTERVAL_S, 0.5) if UI_INTERVAL_S > 0 else 0.5
     while True:
         try:
-            what, k, payload = worker.events.get(timeout=0.1)
+            what, k, payload = worker.events.get(timeout=wait)
         except queue.Empty:
             what = None
         if what == "end":
             return state
         if what == "start":
-            kind, started, tokens, cycles = k, payload, 1, 0
-        elif what == "cycle":
-            tokens, cycles = tokens + len(payload.committed_ids), cycles + 1
+            kind, started = k, payload
         elif what == "done":
             state[k] = payload
             if k == main:
@@ -263,8 +264,9 @@ def _follow(worker: Worker, settings, sid: str, prompt: str, lang: str = "en"):
             gr.Warning(APP_TEXT("status.failed", lang, k=k, err=payload))
         if UI_INTERVAL_S > 0 and time.perf_counter() - last >= UI_INTERVAL_S:
             last = time.perf_counter()
-            yield outputs(status=progress_line(kind, tokens, cycles, started, settings.max_new_tokens,
-                                               before if kind != main else "", lang))
+            tokens, cycles = worker.progress.get(kind, (0, 0))
+            yield outputs(status=progress_line(kind, tokens, cycles, started,
+                                               settings.max_new_tokens, before if kind != main else "", lang))
 
 
 @takes_settings

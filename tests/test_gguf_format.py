@@ -1,8 +1,10 @@
 """The gguf weight format (FastPath(weights="gguf"), issue 54 item 1): the target's products multiply from
 Q4_1 / Q8_0 blocks (tiny models: their own weights quantized as a GGUF file holds them,
-gguf_blocks.quantize_model). Within the format the oracle holds (greedy EAGLE-1/2/3 == greedy vanilla)
-and sampling keeps the target's distribution; the float32 format is unchanged; what cannot run in the
-format says so. The default model's test (slow) also prints how many tokens agree with float32."""
+gguf_blocks.quantize_model). Within the format the oracle holds (greedy EAGLE-1/2/3 == greedy vanilla) on
+both decoder passes, the one-call-per-layer pass (layer.c, the default) and the torch operations
+(FastPath(passes="ops")), and sampling keeps the target's distribution; the float32 format is unchanged;
+what cannot run in the format says so. The default model's test (slow) also prints how many tokens agree
+with float32. The fused pass's own checks (row invariance, biases, mixed formats): test_gguf_layers.py."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -22,8 +24,9 @@ from test_seam import WIDE, _target8
 
 pytest.importorskip("gguf")
 GGUF = FastPath(weights="gguf")
-FORMATS = [FastPath(), GGUF]
-IDS = ["float32", "gguf"]
+GGUF_OPS = FastPath(weights="gguf", passes="ops")  # the torch operations per layer, on the same blocks
+FORMATS = [FastPath(), GGUF, GGUF_OPS]
+IDS = ["float32", "gguf", "gguf-ops"]
 
 
 @pytest.fixture
@@ -42,9 +45,10 @@ def _greedy(engine, prompt, **tree):
 @pytest.mark.parametrize("fast", FORMATS, ids=IDS)
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_greedy_eagle_1_2_equal_vanilla_in_each_format(kind, fast, block_calls):
-    """The oracle in each format, on the CPU decoder: EAGLE-1, EAGLE-2 (narrow and wide trees) and a chain
-    give vanilla's tokens, with multi-token acceptance; in gguf every product ran from blocks (one row for
-    vanilla steps, many for trees) and layer.c never ran."""
+    """The oracle in each format and pass, on the CPU decoder: EAGLE-1, EAGLE-2 (narrow and wide trees) and a
+    chain give vanilla's tokens, with multi-token acceptance; in gguf products ran from blocks (the LM head
+    through qblocks.matmul: one row for vanilla steps, many for trees), and the decoder's layers as layer.c
+    calls unless the ops pass was asked (a silent fall back to ops fails here)."""
     target = tiny_target(kind, seed=2, vocab=8, fast=fast)
     assert target.forward_path == "cpu" and target.weight_format == fast.weights
     engine = Engine(target, tiny_head(target, seed=1))
@@ -57,21 +61,26 @@ def test_greedy_eagle_1_2_equal_vanilla_in_each_format(kind, fast, block_calls):
             assert run.summary.token_ids == van, name
             taus.append(run.summary.tau)
     assert max(taus) > 1.5
+    fused = fast.passes != "ops"
+    assert target.cpu_decoder.passes == ("layers" if fused else "ops")
+    assert (target.cpu_decoder.c_calls > 0) == fused
     if fast.weights == "gguf":
-        assert target.cpu_decoder.c_calls == 0 and max(block_calls) > 1 and 1 in block_calls
+        assert max(block_calls) > 1 and 1 in block_calls
     else:
         assert not block_calls
 
 
-def test_greedy_eagle3_equals_vanilla_in_gguf(block_calls):
+@pytest.mark.parametrize("fast", [GGUF, GGUF_OPS], ids=["gguf", "gguf-ops"])
+def test_greedy_eagle3_equals_vanilla_in_gguf(fast, block_calls):
+    """EAGLE-3 reads the residual stream entering chosen layers: the fused pass captures it too."""
     from test_head3 import tiny_head3
 
-    t8 = _target8(vocab=8, seed=1, fast=GGUF)
+    t8 = _target8(vocab=8, seed=1, fast=fast)
     assert t8.forward_path == "cpu" and sum(isinstance(m, QuantLinear) for m in t8.model.modules()) == 8 * 7 + 1
     e3 = Engine(t8, head3=tiny_head3(t8, seed=11), head3_name="random")
     for prompt in PROMPTS:
         assert _greedy(e3, prompt, method="eagle3", **WIDE) == _greedy(e3, prompt, method="vanilla")
-    assert max(block_calls) > 1
+    assert max(block_calls) > 1 and (t8.cpu_decoder.c_calls > 0) == (fast.passes != "ops")
 
 
 
@@ -94,9 +103,13 @@ def test_the_target_says_which_format_runs():
     q = tiny_target("llama", seed=1, vocab=8, fast=GGUF)
     assert f32.weight_format == "float32" and "gguf" not in f32.describe() and f32.forward_note == ""
     assert q.weight_format == "gguf" and "weights gguf (15 products from Q4_1/Q8_0 blocks" in q.describe()
-    assert "ops pass" in q.forward_note and "layer.c" in q.forward_note  # the fused layer path is float32 only
-    assert f32.cpu_decoder.c_layers and not q.cpu_decoder.c_layers and q.fast.passes == "fused"
+    assert q.forward_note == "one layer.c call per layer, products from the blocks"  # the fused pass, in both formats
+    assert f32.cpu_decoder.passes == q.cpu_decoder.passes == "layers" and q.fast.passes == "fused"
+    ops = tiny_target("llama", seed=1, vocab=8, fast=GGUF_OPS)
+    assert ops.forward_note == "ops pass" and ops.cpu_decoder.passes == "ops" and "(ops pass)" in ops.describe()
+    assert "CPU decoder (one layer.c call per layer, products from the blocks)" in q.describe()
     assert weights_line(q).startswith("Weights: gguf") and weights_line(f32).startswith("Weights: float32")
+    assert "the CPU decoder (one layer.c call per layer" in weights_line(q)
     assert path_line(q) is None and path_status(q).identical  # the engine's kernels, row invariant
     # the LM head of blocks: its float32 weight is the dequantized Q8_0 (not tied here), vocab from it
     assert isinstance(q.lm_head, QuantLinear) and q.lm_head.fmt == "q8_0" and q.vocab_size == 8
@@ -173,8 +186,10 @@ def test_token_agreement_between_two_runs_known_answer():
 
 @pytest.mark.slow
 def test_default_model_eagle2_equals_vanilla_in_gguf(default_target):
-    """The default model on its file's own blocks: greedy EAGLE-2 gives vanilla's 32 tokens in that format;
-    how many of them float32 also gives is printed (reported, not asserted: another format's tokens)."""
+    """The default model on its file's own blocks: greedy EAGLE-2 gives vanilla's 32 tokens in that format,
+    on the fused pass (layer.c, the default) and on the ops pass; how many of them float32 also gives, and
+    whether the two passes gave the same tokens, is printed (reported, not asserted: the passes' norms
+    differ at float32 rounding, so their tokens may part where two logits nearly tie)."""
     from eagle_core import load_engine, load_target
 
     q = load_target(fast=GGUF)
@@ -187,8 +202,13 @@ def test_default_model_eagle2_equals_vanilla_in_gguf(default_target):
     van = engine.run(prompt, DecodeSettings(method="vanilla", **settings)).summary.token_ids
     eag = engine.run(prompt, DecodeSettings(method="eagle2", **settings))
     assert eag.summary.token_ids == van and len(van) == 32
+    assert q.cpu_decoder.passes == "layers" and q.cpu_decoder.c_calls > 0  # the fused pass ran
+    ops = load_engine(load_target(fast=GGUF_OPS), methods=("eagle2",))
+    ops_van = ops.run(prompt, DecodeSettings(method="vanilla", **settings)).summary.token_ids
+    assert ops.run(prompt, DecodeSettings(method="eagle2", **settings)).summary.token_ids == ops_van
+    assert ops.target.cpu_decoder.c_calls == 0
     f32 = load_engine(default_target, methods=()).run(prompt, DecodeSettings(method="vanilla", **settings))
     same = sum(a == b for a, b in zip(van, f32.summary.token_ids))
     prefix = next((i for i, (a, b) in enumerate(zip(van, f32.summary.token_ids)) if a != b), len(van))
     print(f"\ngguf vs float32, greedy vanilla, 32 tokens: {same} positions equal, first {prefix} identical; "
-          f"EAGLE-2 tau in gguf {eag.summary.tau:.2f}")
+          f"EAGLE-2 tau in gguf {eag.summary.tau:.2f}; fused and ops passes' tokens identical: {van == ops_van}")

@@ -1,41 +1,32 @@
 """The CPU decoder: the target's decoder forward on a CPU, the same arithmetic as transformers with less overhead.
 
-Through transformers a decode step of the default model (30 layers) spends almost half its time
-outside its matrix products: Python per module, small tensor ops and 7 separate products per layer
-(docs/performance.md, "The kernels' choices, measured"). This module runs the same decoder
-directly, one loop over the layers:
+Through transformers a decode step of the default model (30 layers) spends almost half its time outside
+its products: Python per module, small tensor ops, 7 separate products per layer (docs/performance.md,
+"The kernels' choices, measured"). This module runs the same decoder as one loop over the layers:
 
     RMSNorm -> ONE product [Wq; Wk; Wv] (+ Qwen2's biases) -> RoPE on q and k together, with cos/sin
     from the model's own rotary module -> the engine's cache (its per-layer `update`) -> the model's
     attention function (the engine's row-invariant kernel, SDPA beyond 64 rows) -> o_proj -> residual
     -> RMSNorm -> ONE product [Wgate; Wup] -> silu(gate) * up -> down_proj -> residual; final norm.
 
-It changes nothing the model computes: the mask comes from transformers' own mask builder with the
-arguments the model would pass it (tree masks as given, causal otherwise, padding for batches), and
-each small op is the one transformers runs, elementwise in the same order. The fused products go
-through the kernels the target already uses (eagle_core.cpu.kernels): smallgemm computes every output
-with one accumulator in a fixed order, so a fused product gives the same bits as separate ones, and
-with it these torch operations equal the transformers forward bit for bit (tests/test_cpu_decoder.py).
+It changes nothing the model computes: the mask is transformers' own builder's with the model's
+arguments, each small op is transformers', elementwise in the same order, and the fused products
+run on the target's kernels (smallgemm: one accumulator per output in a fixed order, so stacking
+changes no bit): these torch operations equal transformers bit for bit (tests/test_cpu_decoder.py).
 
-On the engine's path (one sequence of at most 64 rows, its attention kernel and growing cache,
-every product on smallgemm) each layer is ONE call into kernels/layer.c, which does all of the
-above in C: at batch size 1 a layer's ~25 torch operations and 5 kernel calls are a fifth to a
-third of a decode step in Python and dispatch alone (same section). Its norm and silu are computed
-in C (a fixed summation order, a vectorised exp), so that path agrees with transformers to
-float32 rounding, not bit for bit; it is row invariant like every kernel here, so greedy EAGLE
-still reproduces vanilla decoding exactly (tests/test_cpu_decoder.py). FastPath(passes="ops") keeps the
-torch operations (bit for bit with transformers); a long prefill always takes them.
+On the engine's path (one sequence of at most 64 rows, its attention kernel and growing cache) each
+layer is ONE call into kernels/layer.c, all of the above in C (a layer's ~25 torch operations and 5
+kernel calls are a fifth to a third of a step at batch size 1). Its norm and silu are C's: equal to
+transformers to float32 rounding, row invariant, so greedy EAGLE still reproduces vanilla exactly.
+FastPath(passes="ops") keeps the torch operations; a long prefill always takes them. In the gguf
+weight format the products are QuantLinear layers over the GGUF's own blocks (cpu/quant_linear.py),
+q/k/v and gate/up stacked alike, which layer.c multiplies through qblocks.c (integer sums per block:
+row invariant by construction); `forward_note` says which pass runs there.
 
-In the gguf weight format (FastPath(weights="gguf")) the products are QuantLinear layers over the GGUF's
-own blocks (cpu/quant_linear.py), q/k/v and gate/up stacked alike; layer.c reads float32 panels only,
-so that format runs the torch operations ("ops") whatever FastPath.passes asks (said in `forward_note`).
-
-`build(target)` decides once per model whether this applies (Llama / Qwen2 / Mistral decoders,
-CPU, float32, eagle_core.cpu.kernels installed, no sliding window in effect, the expected modules and
-no hooks) and returns the reason when it does not; FastPath(passes="modules") keeps transformers.
-Each call checks the few things that can change after load (the kernels swapped out by
-`Target.stock_kernels()`, training mode, hooks, the cache type, weights edited in place) and
-otherwise the target falls back to transformers for that call.
+`build(target)` decides once per model whether this applies (Llama / Qwen2 / Mistral, CPU float32,
+the engine's kernels, no sliding window in effect, the expected modules, no hooks), else returns why;
+each call checks what can change after load (`Target.stock_kernels()`, training, hooks, the cache
+type, weights edited in place) and otherwise the target runs transformers for that call.
 """
 from __future__ import annotations
 
@@ -49,7 +40,7 @@ from torch.nn.modules import module as _torch_module
 
 from . import kernels
 from .kernels import attention
-from .quant_linear import QuantLinear
+from .quant_linear import QuantLinear, blocks_in_layers, layer_kinds
 from ..target.hf_compat import cache_kwarg
 from ..kvcache import GrowingLayer
 
@@ -67,8 +58,9 @@ def c_weight_args(norms: tuple, prods: tuple) -> list | None:
     out = []
     for w, eps in norms:
         out += [None if w is None else w.data_ptr(), float(eps or 0.0)]
-    for p in prods:
-        out += [p.state[0].data_ptr(), None if p.bias is None else p.bias.data_ptr()]
+    for p in prods:  # a Product's packed panels, or a QuantLinear's packed blocks
+        w = p.packed if isinstance(p, QuantLinear) else p.state[0]
+        out += [w.data_ptr(), None if p.bias is None else p.bias.data_ptr()]
     return out
 
 
@@ -82,7 +74,7 @@ def c_layer(h, n, D, H, G, d, inter, weights, cos, sin, k, v, start, mask, scale
         k.stride(-3), start, None if mask is None else mask.data_ptr(), float(scale), torch.get_num_threads(),
         None if xin is None else xin.data_ptr(), D if xin is None else xin.shape[1], int(half))
     if rc != 0:
-        raise MemoryError("decoder layer kernel: out of memory")
+        raise MemoryError("layer.c: out of memory") if rc == -1 else RuntimeError("layer.c: qb_matmul refused")
 
 
 def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -146,9 +138,10 @@ def own_product(lin, own: bool = False):
 class _Layer:
     """One decoder layer's weights in the form the CPU decoder uses."""
 
-    __slots__ = ("attn", "ln1", "eps1", "ln2", "eps2", "qkv", "o", "gate_up", "down", "scaling", "c_args")
+    __slots__ = ("attn", "ln1", "eps1", "ln2", "eps2", "qkv", "o", "gate_up", "down", "scaling", "c_args", "kinds",
+                 "keep")
 
-    def __init__(self, block, installed, own: bool = False):
+    def __init__(self, block, installed, own: bool = False, blocks: bool = False):
         a, m = block.self_attn, block.mlp
         self.attn = a  # passed to the attention function (it reads is_causal, GQA groups, training)
         self.ln1, self.eps1 = block.input_layernorm.weight.detach(), block.input_layernorm.variance_epsilon
@@ -158,12 +151,16 @@ class _Layer:
         self.gate_up = stacked_product(installed, [m.gate_proj, m.up_proj], own)
         self.down = own_product(m.down_proj, own)
         self.scaling = a.scaling
-        self.c_args = self._c_args()
+        self.kinds, self.keep = 0, ()
+        self.c_args = self._c_args(blocks)
 
-    def _c_args(self) -> tuple | None:
-        """The layer's weights as layer.c's decoder_layer reads them (None: not all on smallgemm)."""
+    def _c_args(self, blocks: bool) -> list | None:
+        """The layer's weights as layer.c's decoder_layer reads them, their storage kinds into `kinds`
+        (None: neither all on smallgemm nor, with `blocks`, all on blocks)."""
         prods = (self.qkv, self.o, self.gate_up, self.down)
-        if not all(isinstance(p, Product) and p.packed for p in prods):
+        if blocks and all(isinstance(p, QuantLinear) and p.packed is not None for p in prods):
+            self.kinds, self.keep = layer_kinds(prods), tuple(p.packed for p in prods)  # kept: layer.c reads them
+        elif not all(isinstance(p, Product) and p.packed for p in prods):
             return None
         return c_weight_args(((self.ln1, self.eps1), (self.ln2, self.eps2)), prods)
 
@@ -266,7 +263,7 @@ class CpuDecoder:
                          for t in (p.weight, p.bias) if t is not None]
         self._inference = any(t.is_inference() for t in self._sources)  # (no version counter: storage only)
         self._lock = threading.Lock()
-        self.c_layers = target.fast.decoder_allows("layers")  # never in the gguf format (float32 panels only)
+        self.c_layers, self.gguf = target.fast.allows("layers"), target.weight_format == "gguf"
         self.c_calls = 0  # forwards run as layer.c calls (tests read it to see which path ran)
         self._pack()
         for b in self.blocks:  # the separate packed forms of q/k/v/gate/up are not read here any more:
@@ -275,6 +272,11 @@ class CpuDecoder:
                     p.release()
                 else:
                     p._state, p._version = None, None
+
+    @property
+    def passes(self) -> str:
+        """"layers" (one layer.c call per layer where `_fused_applies`) or "ops" (the torch operations)."""
+        return "layers" if self.c_layers and all(L.c_args is not None for L in self.layers) else "ops"
 
     def _fingerprint(self) -> list:
         """What changes when a source weight is edited in place or given new storage (once per call)."""
@@ -285,7 +287,8 @@ class CpuDecoder:
     def _pack(self) -> None:
         seen = self._fingerprint()
         own = self.c_layers and kernels.library() is not None and self.installed.policy in ("auto", "smallgemm")
-        self.layers = [_Layer(b, self.installed, own) for b in self.blocks]
+        blocks = self.c_layers and self.gguf and blocks_in_layers()  # layer.c reads the blocks too
+        self.layers = [_Layer(b, self.installed, own, blocks) for b in self.blocks]
         self._seen = seen  # last: a concurrent call sees the old fingerprint until the new layers are in
 
     def _refresh(self) -> None:
@@ -354,10 +357,9 @@ class CpuDecoder:
         return h, [want[i + nl if i < 0 else i] for i in capture]
 
     def _fused_applies(self, layers, B, n, cache, mask, want) -> bool:
-        """Can this call run each layer as one layer.c call? One sequence of at most
-        attention.MAX_ROWS rows (not a long prefill), the engine's attention and growing cache, every
-        layer's products on smallgemm, a mask layer.c reads (none: causal, or the engine's (1, 1, n,
-        L) tree mask)."""
+        """Can this call run each layer as one layer.c call? One sequence of at most attention.MAX_ROWS
+        rows (not a long prefill), the engine's attention and growing cache, a mask layer.c reads (none:
+        causal, or the engine's (1, 1, n, L) tree mask), every layer's products on smallgemm or blocks."""
         if (B != 1 or n > attention.MAX_ROWS or cache is None or not self.c_layers
                 or self.config._attn_implementation != attention.NAME or kernels.library() is None):
             return False
@@ -371,12 +373,10 @@ class CpuDecoder:
     def _fused(self, layers, h, cache, mask, cos, sin, want) -> torch.Tensor:
         """The layers as one layer.c call each: h (1, n, D) -> the last layer's output (before the
         final norm); the residual stream entering layer i copied into want[i]."""
-        n, D = h.shape[1], h.shape[2]
+        (n, D), (H, G, d) = h.shape[1:], (self.heads, self.kv_heads, self.head_dim)
         self.c_calls += 1
-        H, G, d = self.heads, self.kv_heads, self.head_dim
         if mask is not None:
-            mask = mask[0, 0]
-            mask = (attention.additive(mask) if mask.dtype == torch.bool else mask.to(torch.float32)).contiguous()
+            mask = (attention.additive(mask[0, 0]) if mask.dtype == torch.bool else mask[0, 0].float()).contiguous()
         cos, sin = cos[0, :, 0].contiguous(), sin[0, :, 0].contiguous()  # (n, d)
         h = h.contiguous()
         like = torch.empty(1, G, 0, d)
@@ -384,8 +384,8 @@ class CpuDecoder:
             if i in want:
                 want[i] = h.clone()
             lc = cache.layers[i]
-            L0 = lc.reserve(n, like, like)
-            c_layer(h, n, D, H, G, d, self.inter, L.c_args, cos, sin, lc._kbuf, lc._vbuf, L0, mask, L.scaling)
+            L0 = lc.reserve(n, like, like)  # half=L.kinds: the products' storages (panels or blocks)
+            c_layer(h, n, D, H, G, d, self.inter, L.c_args, cos, sin, lc._kbuf, lc._vbuf, L0, mask, L.scaling, None, L.kinds)
             lc.commit(L0 + n)
         return h
 
@@ -395,4 +395,6 @@ def build(target) -> tuple[CpuDecoder | None, str, str]:
     reason = unsupported(target)
     if reason is not None:
         return None, "transformers", reason
-    return CpuDecoder(target), "cpu", target.fast.decoder_note
+    decoder = CpuDecoder(target)  # forward_note: in the gguf format, the pass that runs ("" in float32)
+    note = {"layers": "one layer.c call per layer, products from the blocks", "ops": "ops pass"}[decoder.passes]
+    return decoder, "cpu", note if target.weight_format == "gguf" else ""

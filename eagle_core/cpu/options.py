@@ -33,8 +33,8 @@ class FastPath:
     weights       the target's products: "float32" (the GGUF converted once, as the engine always ran) or
                   "gguf" (the file's own Q4_1 / Q8_0 blocks through kernels/qblocks.c, cpu/quant_linear.py;
                   greedy EAGLE equals greedy vanilla in that format, not float32's tokens everywhere).
-                  layer.c reads float32 panels only, so with "gguf" the target's decoder runs the "ops"
-                  pass whatever `passes` asks (`decoder_passes`); the draft head's passes are unchanged
+                  The target's decoder runs the passes asked in both (layer.c multiplies from the blocks
+                  through qblocks.c); the draft head's products stay float32 or int8 rows
     Verification reads the target's own weights on every path, so the output never depends on these;
     int8 rows move the draft's q by their rounding (docs/performance.md, "Drafting from int8 weights")."""
 
@@ -100,25 +100,6 @@ class FastPath:
     def allows(self, passes: str) -> bool:
         """Whether the passes may go as far as `passes` ("fused", "layers", "ops")."""
         return self.kernels != "stock" and PASSES.index(self.passes) <= PASSES.index(passes)
-
-    @property
-    def decoder_passes(self) -> str:
-        """How far the target's decoder is fused: `passes`, except that the gguf format stops at "ops"
-        (layer.c and the fused pass read float32 panels only)."""
-        if self.weights == "gguf" and PASSES.index(self.passes) < PASSES.index("ops"):
-            return "ops"
-        return self.passes
-
-    @property
-    def decoder_note(self) -> str:
-        """Why the target's decoder runs fewer fused passes than asked ("" where it runs them)."""
-        if self.decoder_passes == self.passes:
-            return ""
-        return f"ops pass: layer.c reads float32 weights only, {self.passes!r} asked"
-
-    def decoder_allows(self, passes: str) -> bool:
-        """`allows` for the target's decoder (cpu/forward.py), in its weight format."""
-        return self.allows(passes) and PASSES.index(self.decoder_passes) <= PASSES.index(passes)
 
 
 __all__ = ["FastPath", "PASSES", "PORTABLE_ENV", "WEIGHTS"]

@@ -9,6 +9,9 @@
     require_kernels()                         a clear error where qblocks.c cannot be built
     attention_in(installed, model)            the engine's attention in a model whose products are all
                                               QuantLinear (kernels.install then had nothing to swap)
+    blocks_in_layers()                        layer.c handed qblocks.c's qb_matmul, so the CPU decoder's
+                                              one-call-per-layer pass multiplies from the blocks too
+    layer_kinds(products)                     the storage kinds layer.c reads a layer's four products as
 
 A drop-in for a float32 nn.Linear in a forward: x (..., in_features) float32 -> (..., out_features)
 float32. Its numbers are dequant(W) . x with x rounded per block of 32 to int8 (not the float32
@@ -19,11 +22,17 @@ default model against 538 MB of float32.
 """
 from __future__ import annotations
 
+import ctypes
+import subprocess
+
 import numpy as np
 import torch
 from torch import nn
 
 from .kernels import attention, qblocks
+
+
+LAYER_KINDS = {qblocks.Q4_1: 3, qblocks.Q8_0: 4}  # qblocks.c's fmt -> layer.c's gemm kind
 
 
 class QuantLinear(nn.Module):
@@ -59,6 +68,11 @@ class QuantLinear(nn.Module):
         data = np.concatenate([p.blocks for p in parts])
         bias = None if parts[0].bias is None else torch.cat([p.bias.detach() for p in parts])
         return cls(parts[0].fmt, data, data.shape[0], parts[0].in_features, bias, tile or parts[0].tile)
+
+    @property
+    def layer_kind(self) -> int:
+        """The storage kind layer.c's gemm reads these blocks as (3: Q4_1, 4: Q8_0)."""
+        return LAYER_KINDS[qblocks.fmt_of(self.fmt)]
 
     @property
     def nbytes(self) -> int:
@@ -129,3 +143,29 @@ def attention_in(installed, model) -> None:
     config = getattr(model, "config", None)
     if installed.attention is None and getattr(config, "_attn_implementation", None) in ("sdpa", "eager"):
         installed.attention = (model, attention.set_attention(model, attention.NAME))
+
+
+def layer_kinds(prods) -> int:
+    """layer.c's decoder_layer `kinds` for four QuantLinear products (q/k/v, o, gate/up, down): one kind,
+    or, for a file mixing Q4_1 and Q8_0 within a layer, bit 16 and one kind per product in 4 bits each."""
+    kinds = [p.layer_kind for p in prods]
+    return kinds[0] if len(set(kinds)) == 1 else (1 << 16) | sum(k << 4 * j for j, k in enumerate(kinds))
+
+
+def blocks_in_layers() -> bool:
+    """Can kernels/layer.c multiply from blocks? Hands it qblocks.c's exported qb_matmul (once per loaded
+    engine library; layer_has_qblocks says whether it holds one), so the process runs one copy of
+    qblocks.c, with its defaults and whatever tuning that library has. False where either library
+    is missing (the CPU decoder then runs its torch operations on the same blocks)."""
+    from . import kernels
+
+    lib = kernels.library()
+    if lib is None:
+        return False
+    if not lib.layer_has_qblocks():
+        try:
+            entry = qblocks.library().qb_matmul
+        except (OSError, subprocess.SubprocessError):
+            return False
+        lib.layer_set_qblocks(ctypes.cast(entry, ctypes.c_void_p))
+    return True

@@ -90,6 +90,9 @@ def _declared(lib):
     lib.decoder_layer.argtypes = [vp, i64, i64, i64, i64, i64, i64, vp, f32, vp, f32, vp, vp, vp, vp, vp, vp,
                                   vp, vp, vp, vp, vp, vp, i64, i64, vp, f32, ctypes.c_int, vp, i64,
                                   ctypes.c_int]
+    lib.decoder_layer.restype = ctypes.c_int
+    lib.layer_set_qblocks.argtypes = [vp]  # qblocks.c's qb_matmul, for the gguf format's products
+    lib.layer_has_qblocks.restype = ctypes.c_int
     lib.row_stats.argtypes = [vp, i64, i64, i64, vp, vp, vp, ctypes.c_int]
     lib.row_stats.restype = ctypes.c_int
     lib.row_topk.argtypes = [vp, i64, i64, i64, ctypes.c_int, vp, vp]

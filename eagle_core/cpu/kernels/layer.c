@@ -9,7 +9,8 @@
  *     -> attention (attention.c) -> h += out Wo^T (+ b) -> x = RMSNorm(h)
  *     -> gu = x [Wgate; Wup]^T (+ b) -> a = silu(gate) * up -> h += a Wdown^T (+ b)
  *
- * with the products through smallgemm.c on the weights the lean forward packed. Row invariance,
+ * with the products through smallgemm.c on the weights the lean forward packed, or in the gguf weight
+ * format through qblocks.c on the file's own blocks (integer sums per block). Row invariance,
  * which makes a greedy EAGLE run reproduce vanilla decoding exactly: every operation here computes
  * a row from that row alone in a fixed order (the norm's sum of squares over 8 lanes in index order,
  * then the lanes in a fixed tree; RoPE, residual adds and silu elementwise), and the products and
@@ -37,24 +38,55 @@ void smallgemm_f16(const float *x, int64_t m, int64_t ldx, const uint16_t *p, in
 int gemv8(const float *x, int64_t m, int64_t ldx, const int8_t *q, const float *scale, int64_t n, int64_t k,
           float *y, int64_t ldy, int nthreads);
 
-/* y = x W^T (+ bias) on a weight packed as float32 (half = 0) or float16 (half = 1), or stored as int8
- * rows after their n float32 scales (half = 2: gemv8.c, a draft head's kernels.SmallGemm8 state; 8
- * rows a call, then the bias added as torch adds it, so the bits are SmallGemm8.run's). */
-static void gemm(int half, const float *x, int64_t m, int64_t ldx, const void *p, int64_t n, int64_t k,
-                 const float *bias, float *y, int64_t ldy, int nthreads) {
-    if (half == 2) {
+/* The gguf weight format's products (cpu/quant_linear.py): qblocks.c's qb_matmul on a GGUF file's own
+ * Q4_1 / Q8_0 blocks, packed by qb_pack. qblocks.c is its own library (built and tuned apart); the
+ * Python side hands its entry point here once (layer_set_qblocks), so the process runs one copy of it. */
+typedef int (*QbMatmul)(int fmt, const float *x, int64_t m, int64_t K, const uint8_t *w, int64_t n, float *y,
+                        int64_t ldy, int nthreads, int path, int tile);
+static QbMatmul qb_matmul_fn = NULL;
+
+void layer_set_qblocks(void *fn) { qb_matmul_fn = (QbMatmul)fn; }
+
+int layer_has_qblocks(void) { return qb_matmul_fn != NULL; }
+
+enum { KIND_F32 = 0, KIND_F16 = 1, KIND_INT8 = 2, KIND_Q4_1 = 3, KIND_Q8_0 = 4 };
+
+/* y = x W^T (+ bias) on a weight of storage `kind`: packed as float32 (0) or float16 (1), stored as
+ * int8 rows after their n float32 scales (2: gemv8.c, a draft head's kernels.SmallGemm8 state; 8 rows
+ * a call, then the bias added as torch adds it, so the bits are SmallGemm8.run's), or a GGUF's blocks
+ * packed by qb_pack (3: Q4_1, 4: Q8_0; qb_matmul with its default path and tile, as QuantLinear.forward
+ * calls it, then the bias added as QuantLinear.forward adds it: the same bits). Blocks read x rows
+ * packed (ldx == k). Returns 0, -1 out of memory, -3 blocks not served (no qb_matmul registered, a
+ * shape qb_matmul refuses). */
+static int gemm(int kind, const float *x, int64_t m, int64_t ldx, const void *p, int64_t n, int64_t k,
+                const float *bias, float *y, int64_t ldy, int nthreads) {
+    if (kind == KIND_Q4_1 || kind == KIND_Q8_0) {
+        if (!qb_matmul_fn || ldx != k) return -3;
+        int rc = qb_matmul_fn(kind - KIND_Q4_1, x, m, k, (const uint8_t *)p, n, y, ldy, nthreads, 0, 0);
+        if (rc) return rc == -2 ? -1 : -3;
+    } else if (kind == KIND_INT8) {
         const float *s = (const float *)p;
         for (int64_t r = 0; r < m; r += 8)
             gemv8(x + r * ldx, m - r < 8 ? m - r : 8, ldx, (const int8_t *)(s + n), s, n, k, y + r * ldy, ldy,
                   nthreads);
-        if (bias)
-            for (int64_t r = 0; r < m; r++)
-                for (int64_t o = 0; o < n; o++) y[r * ldy + o] += bias[o];
-    } else if (half)
+    } else if (kind == KIND_F16) {
         smallgemm_f16(x, m, ldx, (const uint16_t *)p, n, k, bias, y, ldy, nthreads);
-    else
+        return 0;
+    } else {
         smallgemm(x, m, ldx, (const float *)p, n, k, bias, y, ldy, nthreads);
+        return 0;
+    }
+    if (bias)
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t o = 0; o < n; o++) y[r * ldy + o] += bias[o];
+    return 0;
 }
+
+/* decoder_layer's `kinds`: one storage kind for all four products (below 16), or with bit 16 set one
+ * kind per product in 4 bits each (q/k/v, o, gate/up, down from the lowest), for a file whose
+ * products mix Q4_1 and Q8_0. */
+static inline int kind_of(int kinds, int j) { return kinds >> 16 ? (kinds >> (4 * j)) & 15 : kinds; }
+
 int attend(const float *q, const float *k, const float *v, const float *mask, float *out, int64_t H, int64_t G,
            int64_t n, int64_t L, int64_t d, int64_t ldh, float scale, int causal, int nthreads);
 
@@ -134,14 +166,14 @@ static float *scratch(size_t floats) { return grown(&layer_scratch, floats); }
  * gemm); bqkv, bo, bgu, bdown: biases or NULL. cos, sin: [m][d] (sin with its first half negated).
  * kbuf, vbuf: one layer's cache buffers, kv heads ldh floats apart, rows d apart, with room for
  * L0 + m rows; the new keys / values are written at rows L0 .. L0 + m - 1. mask:
- * [m][L0 + m] additive (at or below -1e30: not visible) or NULL for causal. Returns 0, or -1 if out
- * of memory. */
+ * [m][L0 + m] additive (at or below -1e30: not visible) or NULL for causal. Returns 0, -1 if out
+ * of memory, -3 if a product on blocks was not served (gemm). */
 int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t d, int64_t I,
                   const float *ln1, float eps1, const float *ln2, float eps2,
                   const void *wqkv, const float *bqkv, const void *wo, const float *bo,
                   const void *wgu, const float *bgu, const void *wdown, const float *bdown,
                   const float *cos, const float *sin, float *kbuf, float *vbuf, int64_t ldh, int64_t L0,
-                  const float *mask, float scale, int nthreads, const float *xin, int64_t K1, int half) {
+                  const float *mask, float scale, int nthreads, const float *xin, int64_t K1, int kinds) {
     const int64_t nqkv = (H + 2 * G) * d, hd = H * d;
     /* scratch: x [m][max(D, hd, I)] (norm output, then silu(gate) * up), qkv [m][nqkv],
      * q [H][m][d], att [m][hd], y [m][max(D, 2I)] (product outputs) */
@@ -162,7 +194,8 @@ int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t 
     } else {
         K1 = D;
     }
-    gemm(half, in, m, K1, wqkv, nqkv, K1, bqkv, qkv, nqkv, nthreads);
+    int rc = gemm(kind_of(kinds, 0), in, m, K1, wqkv, nqkv, K1, bqkv, qkv, nqkv, nthreads);
+    if (rc) return rc;
     for (int64_t r = 0; r < m; r++) {
         const float *row = qkv + r * nqkv, *c = cos + r * d, *s = sin + r * d;
         for (int64_t j = 0; j < H; j++) rope(row + j * d, c, s, d, q + (j * m + r) * d);
@@ -172,13 +205,13 @@ int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t 
         }
     }
     if (attend(q, kbuf, vbuf, mask, att, H, G, m, L0 + m, d, ldh, scale, mask == NULL, nthreads)) return -1;
-    gemm(half, att, m, hd, wo, D, hd, bo, y, D, nthreads);
+    if ((rc = gemm(kind_of(kinds, 1), att, m, hd, wo, D, hd, bo, y, D, nthreads))) return rc;
     for (int64_t i = 0; i < m * D; i++) h[i] = h[i] + y[i];
 
     rms_norm(h, ln2, eps2, m, D, x);
-    gemm(half, x, m, D, wgu, 2 * I, D, bgu, y, 2 * I, nthreads);
+    if ((rc = gemm(kind_of(kinds, 2), x, m, D, wgu, 2 * I, D, bgu, y, 2 * I, nthreads))) return rc;
     for (int64_t r = 0; r < m; r++) silu_mul(y + r * 2 * I, y + r * 2 * I + I, I, x + r * I);
-    gemm(half, x, m, I, wdown, D, I, bdown, y, D, nthreads);
+    if ((rc = gemm(kind_of(kinds, 3), x, m, I, wdown, D, I, bdown, y, D, nthreads))) return rc;
     for (int64_t i = 0; i < m * D; i++) h[i] = h[i] + y[i];
     return 0;
 }

@@ -50,7 +50,9 @@ def wire(page) -> None:
                             **hidden)
     c["upload"].upload(traces.upload_trace, [c["upload"], c["lang"]], page.all, **hidden)
     c["examples"].input(traces.load_example, [c["examples"], c["lang"]], page.all, **hidden)
-    c["status_timer"].tick(page_events.model_status, c["lang"], [c["model"], c["status_timer"]], **hidden)
+    tree = [w["depth"], w["tree_top_k"], w["total_tokens"]]  # the tree chosen for this machine, once the model is ready
+    c["status_timer"].tick(page_events.model_status, [c["lang"], *tree], [c["model"], c["status_timer"], *tree, c["preset"]],
+                           **hidden)
     hardware.wire(c)  # Measure this machine: takes the decode slot like a run
     picker.wire(c)  # Load a public pair (on a CUDA GPU): takes the decode slot too
     lesson.wire(page)  # the Lesson tab's steps, its language and "open in the Decode tab"

@@ -63,7 +63,8 @@ def wire(page) -> None:
         + [c["status"]]
     page.demo.load(page_events.page_language, c["lang_switch"], c["lang_switch"], js=DETECT_JS, **hidden).then(
         page_events.set_language, [c["lang_switch"], c["state"], c["slider"]], texts, js=SET_LOCALE_JS, **hidden).then(
-        page_events.on_page_load, c["lang"], page.all, **hidden)
+        page_events.on_page_load, c["lang"], page.all, **hidden).then(  # a page opened after the model is ready
+        page_events.model_status, [c["lang"], *tree], [c["model"], c["status_timer"], *tree, c["preset"]], **hidden)
     c["lang_switch"].input(page_events.set_language, [c["lang_switch"], c["state"], c["slider"]], texts,
                            js=SET_LOCALE_JS, **hidden)
     page.demo.unload(decoding.forget_session)

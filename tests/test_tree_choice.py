@@ -137,6 +137,25 @@ def test_the_measurement_itself_runs_on_a_tiny_engine():
     assert got.chosen and got.tree in trees and got.ratios[1] == 1.0
 
 
+def test_the_rounds_stop_early_on_a_busy_or_slow_machine(monkeypatch, tmp_path):
+    """Busy before the warm-up ends: no timed round, the preset (nothing cached); past the budget: the warm-up and
+    one timed round only."""
+    from conftest import tiny_head, tiny_target
+    from eagle_core import Engine
+
+    target = tiny_target("llama", seed=1, vocab=24)
+    calls, step = [], tc.ForwardTiming.step
+    monkeypatch.setattr(tc.ForwardTiming, "step", lambda self, ids, prepare=None: calls.append(ids.shape[1]) or
+                        step(self, ids, prepare))
+    assert tc.forward_curve(target, [1, 3], stop=lambda r: "abandon") is None and calls == []
+    got = tc.forward_curve(target, [1, 3], stop=lambda r: "end")
+    assert sorted(got) == [1, 3] and calls == [1, 3, 1, 3] and all(v > 0 for v in got.values())
+    monkeypatch.setattr(tc, "others_share", lambda before, after: 0.9)
+    e = Engine(target, tiny_head(target, seed=3), head_name="random")
+    got = choose_tree(e, table(head="random", vocab="full"), cache_dir=str(tmp_path), env={})
+    assert not got.chosen and "other processes used 90%" in got.reason and not list(tmp_path.iterdir())
+
+
 # ---- the command line ----------------------------------------------------------------------------
 @pytest.fixture
 def cli(monkeypatch):

@@ -40,6 +40,7 @@ VERSION = 1  # of the cache's contents; a change re-measures
 MAX_DRAFTS = 12  # candidates: the recorded trees of at most 12 drafts (13 rows), trees a person can read on the page
 MARGIN = 1.03  # another tree replaces the preset only when predicted this much faster: noise does not flip it
 ROUNDS = 5  # timed rounds over all row counts, after one warm-up round
+BUDGET_S = 8.0  # the timed rounds stop past this (at least one runs): a slow machine's start-up stays short
 CONTEXT = 256  # committed tokens in the cache while timing (a prompt plus some of its answer)
 HEAD_REPEATS = 5
 
@@ -157,12 +158,19 @@ def others_share(before: tuple, after: tuple) -> float | None:
 
 
 @torch.inference_mode()
-def forward_curve(target, sizes, rounds: int = ROUNDS, ctx: int = CONTEXT) -> dict[int, float]:
+def forward_curve(target, sizes, rounds: int = ROUNDS, ctx: int = CONTEXT, stop=None) -> dict[int, float] | None:
     """{k: ms}: the target's forward of k new tokens (a binary tree under the engine's mask, LM head on all k
-    rows), the minimum over `rounds` rounds that each visit every k, after one untimed warm-up round."""
+    rows), the minimum over `rounds` rounds that each visit every k, after one untimed warm-up round.
+    `stop(r)`, called before round r (0: the warm-up, after the cache's prefill): "abandon" returns None, "end"
+    ends the rounds (heeded from round 2 on: one timed round at least)."""
     timing = ForwardTiming(target, ctx, seed=0, low=min(100, target.vocab_size // 2))
     dev, best = target.device, {k: float("inf") for k in sizes}
     for r in range(rounds + 1):
+        verdict = stop(r) if stop is not None else ""
+        if verdict == "abandon":
+            return None
+        if verdict == "end" and r > 1:
+            break
         for k in sizes:
             parents = [-1] + [(i - 1) // 2 for i in range(1, k)]
 
@@ -176,16 +184,26 @@ def forward_curve(target, sizes, rounds: int = ROUNDS, ctx: int = CONTEXT) -> di
     return best
 
 
-def measure_here(engine, trees) -> dict:
+def measure_here(engine, trees, budget_s: float = BUDGET_S) -> dict:
     """{"forward_ms", "step_ms", "seconds", "others"}: t(k) for 1 and every tree's rows, one drafting step per
-    width (head layer + draft LM head + top-k, as hardware.measure), and the others' share of the CPUs meanwhile."""
+    width (head layer + draft LM head + top-k, as hardware.measure), and the others' share of the CPUs meanwhile.
+    Other processes busy during the warm-up round: {"others", "seconds"} only, at once."""
     from .hardware import widths_for
 
     target, head, vocab = engine.target, engine.drafter.head, engine.draft_vocab
     sizes = sorted({1} | {t.total_tokens + 1 for t in trees})
     widths = widths_for(trees)
     t0, before = time.perf_counter(), (_cpu_times(), _own_cpu_s())
-    fwd = forward_curve(target, sizes)
+
+    def stop(r):  # busy in the prefill or the warm-up: give up at once (the preset); slow: end at the budget
+        share = others_share(before, (_cpu_times(), _own_cpu_s()))
+        if r <= 1 and share is not None and share > MAX_OTHERS:
+            return "abandon"
+        return "end" if time.perf_counter() - t0 > budget_s else ""
+
+    fwd = forward_curve(target, sizes, stop=stop)
+    if fwd is None:
+        return {"others": others_share(before, (_cpu_times(), _own_cpu_s())), "seconds": time.perf_counter() - t0}
     n_vocab = len(vocab) if vocab else None
     hs = measure_head_steps(target, head, CONTEXT, widths, (n_vocab,), top_k=max(widths), repeats=HEAD_REPEATS)
     n_rows = n_vocab or target.lm_head_weight.shape[0]
@@ -249,9 +267,11 @@ def choose_tree(engine, table: dict | None = None, cache_dir: str | None = None,
         m = measure(engine, trees)
     except (RuntimeError, ValueError, OSError) as e:  # a start-up never fails for want of a measurement
         return preset_choice(target.device, f"t(k) could not be measured: {type(e).__name__}: {e}", weights)
-    if m.get("others") is not None and m["others"] > MAX_OTHERS:
-        return preset_choice(target.device, f"other processes used {m['others']:.0%} of the CPUs while t(k) was "
-                             f"measured (at most {MAX_OTHERS:.0%}); the next start measures again", weights)
+    others = m.get("others")
+    if "forward_ms" not in m or (others is not None and others > MAX_OTHERS):
+        used = f"{others:.0%}" if others is not None else "too much"
+        return preset_choice(target.device, f"other processes used {used} of the CPUs while t(k) was measured (at "
+                             f"most {MAX_OTHERS:.0%}); the next start measures again", weights)
     choice = decide(m, table, trees, preset, weights)
     store(key, choice, cache_dir)
     return choice

@@ -100,6 +100,7 @@ def test_a_second_start_reads_the_cache_and_another_format_or_cpu_measures_again
     (dict(engine=engine(vocab=5)), "shipped head"),
     (dict(engine=engine(drafter=False)), "no choice cached"),
     (dict(result={**STEEP, "others": 0.6}), "other processes used 60%"),
+    (dict(result=curve(lambda k: 30.0 if k == 2 else 10.0)), "t(5) 10.0 ms under t(2) 30.0 ms"),
 ])
 def test_the_preset_where_no_trustworthy_choice_is_possible(case, reason, tmp_path):
     m = Measure(case.get("result", STEEP))

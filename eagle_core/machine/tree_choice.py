@@ -43,6 +43,7 @@ ROUNDS = 5  # timed rounds over all row counts, after one warm-up round
 BUDGET_S = 8.0  # the timed rounds stop past this (at least one runs): a slow machine's start-up stays short
 CONTEXT = 256  # committed tokens in the cache while timing (a prompt plus some of its answer)
 HEAD_REPEATS = 5
+MONOTONE = 0.8  # more rows taking under this share of fewer rows' time is noise, not the machine
 
 
 @dataclass(frozen=True)
@@ -272,6 +273,13 @@ def choose_tree(engine, table: dict | None = None, cache_dir: str | None = None,
         used = f"{others:.0%}" if others is not None else "too much"
         return preset_choice(target.device, f"other processes used {used} of the CPUs while t(k) was measured (at "
                              f"most {MAX_OTHERS:.0%}); the next start measures again", weights)
+    ks = sorted(m["forward_ms"])
+    bumps = [(a, b) for a in ks for b in ks if a < b and m["forward_ms"][b] < MONOTONE * m["forward_ms"][a]]
+    if bumps:
+        a, b = bumps[0]
+        return preset_choice(target.device, f"the measured t(k) is noise, not a curve: t({b}) "
+                             f"{m['forward_ms'][b]:.1f} ms under t({a}) {m['forward_ms'][a]:.1f} ms; the next start "
+                             "measures again", weights)
     choice = decide(m, table, trees, preset, weights)
     store(key, choice, cache_dir)
     return choice

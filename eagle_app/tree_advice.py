@@ -32,7 +32,8 @@ TEXT = Strings({
              "“学习”页的硬件面板可以测出哪些树在本机划算。"),
     "chosen": ("**Tree {tree}** chosen for this machine ({weights} weights): predicted {p:.2f}× vanilla{own}; "
                "measured t(1) {t1:.1f} ms, {curve}.",
-               "<b>树 {tree}</b> 为本机选定（{weights} 权重）：预测为普通解码的 {p:.2f}×{own}；实测 t(1) {t1:.1f} 毫秒，{curve}。"),
+               "<b>树 {tree}</b> 为本机选定（{weights} 权重）：预测为普通解码的 {p:.2f}×{own}；"
+               "实测 t(1) {t1:.1f} 毫秒，{curve}。"),
     "own": (" (the `{preset}` preset {p:.2f}×)", "（预设 `{preset}` 为 {p:.2f}×）"),
     "kept": ("**Tree {tree}**, the `{preset}` preset: {reason}.", "<b>树 {tree}</b>，即预设 `{preset}`：{reason}。"),
 })
@@ -78,7 +79,6 @@ def recorded_advice(lang: str = "en", path: str = RECORDED) -> str:
         return TEXT("none", lang)
     where = f"{m.get('hardware', m.get('device', ''))}, {m.get('date', '')}".strip(", ")
     return advice(m, table, lang, where=where)
-
 
 
 def page_choice(engine) -> TreeChoice | None:

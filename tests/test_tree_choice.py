@@ -113,6 +113,14 @@ def test_the_preset_where_no_trustworthy_choice_is_possible(case, reason, tmp_pa
     assert m.calls == (1 if "result" in case else 0)
 
 
+def test_the_others_share_leaves_out_this_process(monkeypatch):
+    """/proc/stat's busy jiffies minus this process's own CPU seconds, over all CPUs' jiffies."""
+    monkeypatch.setattr(tc.os, "sysconf", lambda name: 100)  # 100 jiffies a second
+    assert tc.others_share(((100, 1000), 0.0), ((300, 1400), 1.0)) == pytest.approx(0.25)  # 2 s busy, 1 s ours, 4 s
+    assert tc.others_share(((100, 1000), 0.0), ((300, 1400), 2.5)) == 0.0  # never below 0 (clock granularity)
+    assert tc.others_share((None, 0.0), ((300, 1400), 1.0)) is None  # no /proc/stat: not known
+
+
 def test_a_failed_measurement_keeps_the_preset(tmp_path):
     def broken(engine, trees):
         raise RuntimeError("no memory")
@@ -121,19 +129,20 @@ def test_a_failed_measurement_keeps_the_preset(tmp_path):
     assert not got.chosen and got.tree == parse_tree("cpu") and "no memory" in got.reason
 
 
-def test_the_measurement_itself_runs_on_a_tiny_engine():
+def test_the_measurement_itself_runs_on_a_tiny_engine(monkeypatch):
     """measure_here on a real (tiny) target and head: t(k) for 1 and every candidate's rows, one drafting step
-    for every width the predictions read, all positive, and the others' share a fraction."""
+    for every width the predictions read, all positive (the machine taken as quiet: this tests the code path)."""
     from conftest import tiny_head, tiny_target
     from eagle_core import Engine
 
     target = tiny_target("llama", seed=1, vocab=24)
     e = Engine(target, tiny_head(target, seed=3), head_name="random")
     trees = [parse_tree(t) for t in ("1,1,1", "2,2,4", "4,2,7")]
+    monkeypatch.setattr(tc, "others_share", lambda before, after: 0.0)
     m = tc.measure_here(e, trees)
     assert sorted(m["forward_ms"]) == [1, 2, 5, 8] and all(v > 0 for v in m["forward_ms"].values())
     assert sorted(m["step_ms"]) == [1, 2, 3, 4] and all(v > 0 for v in m["step_ms"].values())
-    assert m["others"] is None or 0.0 <= m["others"] <= 1.0
+    assert m["others"] == 0.0 and m["seconds"] > 0
     got = tc.decide(m, table({k: TAU[k] for k in ("1,1,1", "2,2,4", "4,2,7")}), trees, "cpu", "float32")
     assert got.chosen and got.tree in trees and got.ratios[1] == 1.0
 
@@ -181,7 +190,8 @@ def _run(capsys, *extra):
 
     assert main(["generate", "--prompt", "hi", "--max-new-tokens", "4", "--json", "--no-chat-template", *extra]) == 0
     out = capsys.readouterr()
-    return json.loads(out.out.strip().splitlines()[-1])["settings"], [x for x in out.err.splitlines() if x.startswith("Tree:")]
+    settings = json.loads(out.out.strip().splitlines()[-1])["settings"]
+    return settings, [x for x in out.err.splitlines() if x.startswith("Tree:")]
 
 
 def test_the_cli_opens_with_the_chosen_tree_and_says_so(cli, capsys):

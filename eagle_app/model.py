@@ -22,6 +22,7 @@ from eagle_core.target import DEFAULT_HUB_ID, DEFAULT_MODEL
 from . import zerogpu
 from .i18n import APP_TEXT
 from .engine_thread import ENGINE_THREAD
+from .tree_advice import choice_note, page_choice
 
 
 class ModelHolder:
@@ -36,6 +37,7 @@ class ModelHolder:
         self._lock = threading.Lock()
         self.t0 = self.load_s = 0.0
         self.choice: dict | None = None  # head3, head3_layer_ids, methods of a pair picked in the page
+        self.tree = None  # the TreeChoice the page opens with (tree_advice.page_choice), once loaded
 
     def start(self) -> "ModelHolder":
         """Start loading on the engine thread; on ZeroGPU load here and now (zerogpu.py: at start-up)."""
@@ -59,7 +61,7 @@ class ModelHolder:
                 raise RuntimeError("the model is still loading")
             self.model, self.head = model, head
             self.choice = dict(head3=head3, head3_layer_ids=layer_ids, methods=methods, head3_rope_theta=rope_theta)
-            self.engine = self.error = None
+            self.engine = self.error = self.tree = None
             self._job = None
             self.ready.clear()
         gc.collect()
@@ -81,6 +83,9 @@ class ModelHolder:
                                          head3_rope_theta=value("EAGLE_APP_HEAD3_ROPE_THETA"))  # docs/gpu.md
             self.engine = load_engine(self.model, self.head, dtype=value("EAGLE_APP_DTYPE"),
                                       warm=not zerogpu.ZERO, **choice)
+            # the tree for this machine and format, on this thread (decodes run here, with its threads);
+            # not on ZeroGPU, whose GPU is lent to one decorated call at a time (zerogpu.py)
+            self.tree = None if zerogpu.ZERO else page_choice(self.engine)
         except Exception as e:  # reported in the page; the app still replays traces
             self.error = f"{type(e).__name__}: {e}"
         self.load_s = time.perf_counter() - self.t0
@@ -88,7 +93,8 @@ class ModelHolder:
 
     def status(self, lang: str = "en") -> str:
         if self.engine is not None:
-            return model_line(self.engine, self.load_s, lang)
+            note = choice_note(self.tree, lang)
+            return model_line(self.engine, self.load_s, lang) + (f"\n\n{note}" if note else "")
         if self.error:
             return APP_TEXT("model.failed", lang, err=self.error)
         if self._job is None:

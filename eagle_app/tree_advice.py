@@ -1,13 +1,18 @@
 """Which trees pay on this machine, said under the tree settings: from the hardware panel's
 measurement (this tab's own, once the user ran it, else the recorded one, labelled), each tree's
 predicted speedup τ / c (eagle_core.machine.predict) and any cliff, a row count where the
-verification's cost jumps (a kernel's register tile running out: docs/performance.md)."""
+verification's cost jumps (a kernel's register tile running out: docs/performance.md).
+
+Also the tree the page opens with: chosen for this machine and weight format when the model loads
+(eagle_core.machine.choose_tree, cached), said on the model line (`choice_note`), and put in the tree's
+sliders once the model is ready unless the user has moved them (`opening_tree`)."""
 from __future__ import annotations
 
 import json
 
 from eagle_core import PRESETS
-from eagle_core.machine import RECORDED, load_tau_table, predict
+from eagle_core.machine import RECORDED, TreeChoice, choose_tree, load_tau_table, predict
+from eagle_core.machine.tree_choice import preset_choice
 from viz.i18n import Strings
 
 CLIFF = 1.25  # t(k) / t(k') between two measured row counts at most 4 apart: a jump, not a slope
@@ -25,6 +30,12 @@ TEXT = Strings({
     "measured": ("measured on this machine", "在本机测得"),
     "none": ("The hardware panel in the Learn tab measures which trees pay on this machine.",
              "“学习”页的硬件面板可以测出哪些树在本机划算。"),
+    "chosen": ("**Tree {tree}** chosen for this machine ({weights} weights): predicted {p:.2f}× vanilla{own}; "
+               "measured t(1) {t1:.1f} ms, {curve}.",
+               "<b>树 {tree}</b> 为本机选定（{weights} 权重）：预测为普通解码的 {p:.2f}×{own}；"
+               "实测 t(1) {t1:.1f} 毫秒，{curve}。"),
+    "own": (" (the `{preset}` preset {p:.2f}×)", "（预设 `{preset}` 为 {p:.2f}×）"),
+    "kept": ("**Tree {tree}**, the `{preset}` preset: {reason}.", "<b>树 {tree}</b>，即预设 `{preset}`：{reason}。"),
 })
 
 
@@ -69,3 +80,42 @@ def recorded_advice(lang: str = "en", path: str = RECORDED) -> str:
     where = f"{m.get('hardware', m.get('device', ''))}, {m.get('date', '')}".strip(", ")
     return advice(m, table, lang, where=where)
 
+
+def page_choice(engine) -> TreeChoice | None:
+    """The tree chosen for this machine (on the engine thread, while the model loads: cached, else a few
+    seconds of measurement); None where the page keeps its opening preset without asking (no EAGLE-2 head)."""
+    if engine is None or engine.drafter is None:
+        return None
+    try:
+        return choose_tree(engine)
+    except Exception as e:  # the page opens with its preset and says why; the model still serves
+        return preset_choice(engine.target.device, f"not chosen ({type(e).__name__}: {e})")
+
+
+def choice_note(choice: TreeChoice | None, lang: str = "en") -> str:
+    """The model line's sentence on the tree the page opens with ("" without a choice)."""
+    if choice is None:
+        return ""
+    if not choice.chosen:
+        return TEXT("kept", lang, tree=choice.tree.text, preset=choice.preset, reason=choice.reason)
+    rows = choice.tree.total_tokens + 1
+    ks = sorted(k for k in choice.ratios if k > 1 and k in (rows, max(choice.ratios)))
+    curve = ", ".join(f"t({k})/t(1) {choice.ratios[k]:.2f}" for k in ks)
+    own = TEXT("own", lang, preset=choice.preset, p=choice.preset_predicted) if choice.preset_predicted else ""
+    return TEXT("chosen", lang, tree=choice.tree.text, weights=choice.weights, p=choice.predicted, own=own,
+                t1=choice.t1_ms, curve=curve)
+
+
+def opening_tree(choice: TreeChoice | None, shown: tuple, opening: dict) -> tuple | None:
+    """The (depth, top-k, total) to put in the tree's sliders now, or None to leave them: only a chosen tree,
+    and only while they still hold the tree the page opened with (a tree the user set always wins)."""
+    if choice is None or not choice.chosen:
+        return None
+    try:
+        held = tuple(int(float(v)) for v in shown)
+    except (TypeError, ValueError):
+        return None
+    want = (choice.tree.depth, choice.tree.width, choice.tree.total_tokens)
+    if held != (opening["depth"], opening["tree_top_k"], opening["total_tokens"]) or held == want:
+        return None
+    return want

@@ -50,7 +50,10 @@ def wire(page) -> None:
                             **hidden)
     c["upload"].upload(traces.upload_trace, [c["upload"], c["lang"]], page.all, **hidden)
     c["examples"].input(traces.load_example, [c["examples"], c["lang"]], page.all, **hidden)
-    c["status_timer"].tick(page_events.model_status, c["lang"], [c["model"], c["status_timer"]], **hidden)
+    tree = [w["depth"], w["tree_top_k"], w["total_tokens"]]  # the tree chosen for this machine, once the model is ready
+    ready = dict(fn=page_events.model_status, inputs=[c["lang"], *tree],
+                 outputs=[c["model"], c["status_timer"], *tree, c["preset"]], **hidden)
+    c["status_timer"].tick(**ready)
     hardware.wire(c)  # Measure this machine: takes the decode slot like a run
     picker.wire(c)  # Load a public pair (on a CUDA GPU): takes the decode slot too
     lesson.wire(page)  # the Lesson tab's steps, its language and "open in the Decode tab"
@@ -61,7 +64,7 @@ def wire(page) -> None:
         + [c["status"]]
     page.demo.load(page_events.page_language, c["lang_switch"], c["lang_switch"], js=DETECT_JS, **hidden).then(
         page_events.set_language, [c["lang_switch"], c["state"], c["slider"]], texts, js=SET_LOCALE_JS, **hidden).then(
-        page_events.on_page_load, c["lang"], page.all, **hidden)
+        page_events.on_page_load, c["lang"], page.all, **hidden).then(**ready)  # a page opened once the model is ready
     c["lang_switch"].input(page_events.set_language, [c["lang_switch"], c["state"], c["slider"]], texts,
                            js=SET_LOCALE_JS, **hidden)
     page.demo.unload(decoding.forget_session)

@@ -14,6 +14,7 @@ from .config import METHODS, DecodeSettings, add_tree_argument, add_weights_argu
 from .environment import problems
 
 METHOD_ALIASES = {"eagle": "eagle2", **{m: m for m in METHODS}}  # "eagle" is the default, EAGLE-2
+TREE_METHODS = ("eagle2", "eagle3")  # the methods that draft the EAGLE-2 dynamic tree (--tree)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +65,16 @@ def settings_from_args(a, device: str):
                           seed=a.seed, chat_template=not a.no_chat_template)
 
 
+def default_tree_here(engine):
+    """The tree chosen for this machine and weight format (eagle_core.machine.tree_choice: cached, else a few
+    seconds of measurement; the preset where no choice is possible), said in one stderr line."""
+    from .machine import choose_tree
+
+    choice = choose_tree(engine)
+    print(choice.line(), file=sys.stderr)
+    return choice
+
+
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     bad = problems(used_by=("engine",))  # a bad environment variable: its one line, exit code 2, no traceback
@@ -92,6 +103,8 @@ def main(argv=None) -> int:
         fallback = path_line(target)
         if fallback:  # a slower path is never silent (no compiler, no AVX2, EAGLE_PORTABLE=1, ...)
             print(fallback, file=sys.stderr)
+        if a.tree is None and settings.method in TREE_METHODS:  # no --tree: the one chosen for this machine
+            settings = settings.with_(**default_tree_here(engine).tree.fields())
         gen = engine.generate(a.prompt, settings)
         for cycle in gen:
             if not a.json:

@@ -109,6 +109,9 @@ VARIABLES: tuple[Variable, ...] = (
              "/data, else ~/.cache/eagle-explainer", "where converted weights and compiled kernels are kept", "engine"),
     Variable("EAGLE_HUB_PROBE_S", _number(float, 0, True), SECONDS, "5",
              "how long a hub id waits for the hub before saying there is no network", "engine"),
+    Variable("EAGLE_FIXED_TREE", _boolean, BOOLEAN, "off: chosen per machine and weight format at start-up",
+             "on: a CPU's default tree is the fixed cpu preset, not chosen from this machine's measured "
+             "t(k) (reproducible runs and tests)", "engine"),
     Variable("CC", _text, "a C compiler command", "cc", "compiles the CPU kernels on first use", "engine"),
     Variable("SPACE_ID", _text, "any text (set by a Hugging Face Space)", "unset",
              "on a Space: the cache goes to /data, the model picker is off", "engine"),

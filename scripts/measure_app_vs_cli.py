@@ -253,7 +253,7 @@ def main(argv=None) -> int:
     ap.add_argument("--page-defaults", action="store_true",
                     help="leave the tree as the page opens it (the CLI gets the same tree); set only --max-new")
     a = ap.parse_args(argv)
-    if a.page_defaults:  # the tree the page opens with on this machine (eagle_app.settings.PAGE_PRESET)
+    if a.page_defaults:  # the page's opening preset; in a browser, the tree the page shows once its model is ready
         sys.path.insert(0, ROOT)
         from eagle_app.settings import OPENING
 
@@ -313,6 +313,8 @@ def main_browser(a, url: str, profile: str, t0: float, startup: dict) -> list[di
                 if why:
                     startup.setdefault("why", []).append(why)
                 page.goto("about:blank")  # the CLI runs with no page rendering
+                if a.page_defaults:  # the tree the page opened with (chosen for this machine at start-up)
+                    a.depth, a.top_k, a.total = shown["depth"], shown["tree_top_k"], shown["total_tokens"]
                 runs.append(add_cli(r, prompt, a, shown))
                 print(f"… {prompt[:40]!r} #{rep + 1}: page {r['e_page']} / {r['v_page']}, CLI "
                       f"{r['e_cli']:.1f} / {r['v_cli']:.1f} tok/s, Chromium "

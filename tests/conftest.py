@@ -15,6 +15,9 @@ import torch
 # Tiny models gain nothing from threads, and on a busy machine a 2-thread torch process stalls
 # at every parallel region; EAGLE_TEST_THREADS overrides (the default model uses 2 in CI).
 torch.set_num_threads(int(os.environ.get("EAGLE_TEST_THREADS", "1")))
+# The fixed cpu preset in tests and their subprocesses: what a test decodes does not depend on this machine's
+# measured t(k); tests/test_tree_choice.py tests the choice itself (env={} there).
+os.environ.setdefault("EAGLE_FIXED_TREE", "1")
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

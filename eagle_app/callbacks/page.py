@@ -11,9 +11,10 @@ from viz.examples import medusa_figure
 from viz.languages import language_figure, language_table, load_language_rows
 from viz.learn import learn_blocks
 
-from ..i18n import APP_TEXT, lang_of, text
+from ..i18n import APP_TEXT, PRESET_NAMES, lang_of, text
 from ..sessions import note_page
-from ..settings import BY_NAME
+from ..settings import BY_NAME, OPENING
+from ..tree_advice import opening_tree
 from ..traces import load_example, replay_status
 from ..views import OUT, SUMMARY, VIEW, cycle_views, done_status, outputs, summary_views
 
@@ -27,8 +28,19 @@ def on_page_load(lang: str = "en", request: gr.Request = None):
     return out[:OUT.index("model")] + (MODEL.status(lang),) + out[OUT.index("model") + 1:]
 
 
-def model_status(lang: str = "en"):
-    return MODEL.status(lang), gr.Timer(active=not MODEL.ready.is_set())
+def model_status(lang: str = "en", depth=None, top_k=None, total=None):
+    """The model line, the timer (stopped once the model is ready), and on the tick the model is ready, the tree
+    chosen for this machine in the tree's sliders (tree_advice.opening_tree: only while they hold the page's
+    opening tree) with the preset that matches it, if any. -> (model, timer, depth, top_k, total, preset)"""
+    ready = MODEL.ready.is_set()
+    tree = opening_tree(MODEL.tree, (depth, top_k, total), OPENING) if ready else None
+    if tree is None:
+        sliders = (gr.skip(),) * 4
+    else:
+        preset = next((n for _, _, n in PRESET_NAMES
+                       if (PRESETS[n]["depth"], PRESETS[n]["tree_top_k"], PRESETS[n]["total_tokens"]) == tree), None)
+        sliders = (*tree, preset)  # None: no preset selected (apply_preset leaves the sliders)
+    return MODEL.status(lang), gr.Timer(active=not ready), *sliders
 
 
 # ---------------------------------------------------------------------------------- language
@@ -96,5 +108,7 @@ def clamp_note(name: str, value, lang: str = "en"):
 
 
 def apply_preset(name):
+    if name not in PRESETS:  # the radio cleared (model_status: a chosen tree that is no preset)
+        return gr.skip(), gr.skip(), gr.skip()
     p = PRESETS[name]
     return p["depth"], p["tree_top_k"], p["total_tokens"]

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ...environment import cache_root, value
+from .qtuning import DEFAULT_PREFETCH, DEFAULT_TILE, SPLITS, ensure
 
 HERE = os.path.dirname(__file__)
 SOURCE = os.path.join(HERE, "qblocks.c")
@@ -41,8 +42,7 @@ BLOCK_BYTES = {Q4_1: 20, Q8_0: 34}
 GROUP = 16  # outputs per group in the packed layout
 GROUP_BLOCK_BYTES = {Q4_1: 320, Q8_0: 544}
 PATHS = {"auto": 0, "plain": 1, "avx2": 2, "vnni": 3}
-MAX_TILE = 16
-DEFAULT_TILE = 16  # qblocks.c's, for tile=0
+MAX_TILE = 16  # DEFAULT_TILE, DEFAULT_PREFETCH and SPLITS (the knobs qtuning.py chooses) come from there
 
 _LIBS: dict = {}
 
@@ -56,6 +56,10 @@ def _declared(lib):
     lib.qb_best_path.restype = ctypes.c_int
     lib.qb_stream_read.argtypes = [vp, i64, ctypes.c_int]
     lib.qb_stream_read.restype = ctypes.c_uint64
+    lib.qb_set_tuning.argtypes = [ctypes.c_int] * 4
+    lib.qb_set_tuning.restype = ctypes.c_int
+    lib.qb_get_tuning.argtypes = [ctypes.c_int, vp]
+    lib.qb_get_tuning.restype = None
     return lib
 
 
@@ -89,6 +93,19 @@ def best_path(lib=None) -> str:
     return {v: k for k, v in PATHS.items()}[(lib or library()).qb_best_path()]
 
 
+def set_tuning(tile: int, prefetch: int, split: str, threads: int = 0, lib=None) -> None:
+    """qblocks.c's knobs for calls with `threads` threads (0: every count). No knob changes a bit of y."""
+    if (lib or library()).qb_set_tuning(threads, int(tile), int(prefetch), SPLITS[split]):
+        raise ValueError(f"tuning out of range: tile {tile}, prefetch {prefetch}, split {split}")
+
+
+def get_tuning(threads: int, lib=None) -> tuple[int, int, str]:
+    """(tile, prefetch bytes, split) that calls with `threads` threads use."""
+    out = (ctypes.c_int * 3)()
+    (lib or library()).qb_get_tuning(threads, out)
+    return out[0], out[1], {v: k for k, v in SPLITS.items()}[out[2]]
+
+
 def fmt_of(fmt) -> int:
     return FORMATS[fmt] if isinstance(fmt, str) else int(fmt)
 
@@ -116,9 +133,12 @@ def pack(fmt, blocks, n: int, k: int) -> torch.Tensor:
 def matmul(fmt, x: torch.Tensor, packed: torch.Tensor, n: int, k: int, path: str = "auto", tile: int = 0,
            threads: int | None = None, lib=None) -> torch.Tensor:
     """y (m, n) float32 = x (m, k) float32 @ W^T, W packed by `pack`. Every output is computed in
-    the same order whatever m, `tile` (rows per pass over a weight group, 1..16; 0: the default) and
-    `threads`, and on every `path`."""
+    the same order whatever m, `tile` (rows per pass over a weight group, 1..16; 0: the tuned one, measured
+    on first use: qtuning.py) and `threads`, and on every `path`."""
     lib = lib or library()
+    threads = threads or torch.get_num_threads()
+    if not tile:
+        ensure(lib, threads)  # the tuned knobs: measured on first use, then cached (qtuning.py)
     x = x.detach().to(torch.float32).contiguous()
     if x.dim() != 2 or x.shape[1] != k:
         raise ValueError(f"x must be (m, {k}); got {tuple(x.shape)}")
@@ -126,7 +146,7 @@ def matmul(fmt, x: torch.Tensor, packed: torch.Tensor, n: int, k: int, path: str
     if x.shape[0] == 0:
         return y
     rc = lib.qb_matmul(fmt_of(fmt), x.data_ptr(), x.shape[0], k, packed.data_ptr(), n, y.data_ptr(), n,
-                       threads or torch.get_num_threads(), PATHS[path], int(tile))
+                       threads, PATHS[path], int(tile))
     if rc:
         raise (MemoryError if rc == -2 else ValueError)(f"qb_matmul: {'out of memory' if rc == -2 else 'not served'} "
                                                         f"(fmt {fmt}, {tuple(x.shape)} x ({n}, {k}), path {path})")

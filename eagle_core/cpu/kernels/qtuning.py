@@ -11,6 +11,9 @@ knob at a time (tile, then prefetch, then split), the candidates interleaved rou
 minimum over rounds kept, so that a busy moment elsewhere hits every candidate alike; the incumbent
 stays unless another is PREFER better. 2-3 s on a busy 2-core machine.
 
+`python -m eagle_core.bench.qblocks_curve --tune` measures again and replaces the cached choice (what
+to run on a quiet machine: a choice measured while other work ran is cached too).
+
 EAGLE_QB_TUNING (eagle_core/environment.py): unset or "auto" as above; "off" keeps qblocks.c's
 compiled defaults and measures nothing; "tile=8,prefetch=1024,split=rows" fixes knobs by hand (the
 rest: defaults). The choice is applied to a library with qb_set_tuning for the thread count asked, so
@@ -185,16 +188,23 @@ def ensure(lib, threads: int) -> Tuning:
     elif env == "off" or lib.qb_best_path() == PLAIN:
         choice, source = Tuning(), "compiled defaults" + (" (plain C path)" if env != "off" else "")
     else:
-        path = _cache_path(threads)
-        choice, source = _load(path), "cached"
+        choice, source = _load(_cache_path(threads)), "cached"
         if choice is None:
-            t0 = time.perf_counter()
-            choice, log = measure(lib, threads)
-            _save(path, threads, choice, log, time.perf_counter() - t0)
-            source = f"measured in {time.perf_counter() - t0:.1f} s"
+            return retune(lib, threads)[0]
     set_tuning(lib, threads, choice)
     _APPLIED[key] = (choice, source)
     return choice
+
+
+def retune(lib, threads: int) -> tuple[Tuning, dict]:
+    """Measure afresh (the cache not read), save the choice in the cache, apply it. -> (choice, scores)."""
+    t0 = time.perf_counter()
+    choice, log = measure(lib, threads)
+    seconds = time.perf_counter() - t0
+    _save(_cache_path(threads), threads, choice, log, seconds)
+    set_tuning(lib, threads, choice)
+    _APPLIED[(id(lib), threads)] = (choice, f"measured in {seconds:.1f} s")
+    return choice, log
 
 
 def describe(lib, threads: int) -> str:

@@ -305,16 +305,17 @@ AV INLINE void group_vnni_r(const int fmt, const uint8_t *wg, int64_t nb, const 
                 ws0 = _mm512_dpbusd_epi32(ws0, one8, w[j]);
                 ws1 = _mm512_dpbusd_epi32(ws1, one8, w[4 + j]);
             }
-            const __m512i ws = _mm512_slli_epi32(_mm512_add_epi32(ws0, ws1), 7);
+            /* one of each row's two chains starts at -128 * (weight sum): no subtraction after them */
+            const __m512i ws = _mm512_sub_epi32(zero, _mm512_slli_epi32(_mm512_add_epi32(ws0, ws1), 7));
             #pragma GCC unroll 16
             for (int r = 0; r < R; r++) {
                 const uint8_t *xb = xu + r * K + b * 32;
-                __m512i a = zero, c = zero;
+                __m512i a = ws, c = zero;
                 for (int j = 0; j < 4; j++) {
                     a = _mm512_dpbusd_epi32(a, _mm512_set1_epi32(x4((const int8_t *)xb + 4 * j)), w[j]);
                     c = _mm512_dpbusd_epi32(c, _mm512_set1_epi32(x4((const int8_t *)xb + 16 + 4 * j)), w[4 + j]);
                 }
-                __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(a, c), ws));
+                __m512 isum = _mm512_cvtepi32_ps(_mm512_add_epi32(a, c));
                 __m512 t = _mm512_mul_ps(dv, _mm512_set1_ps(sx[r * nb + b]));
                 f[r] = _mm512_add_ps(f[r], _mm512_mul_ps(t, isum));
             }

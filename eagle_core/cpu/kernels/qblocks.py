@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ...environment import cache_root, value
-from .qtuning import DEFAULT_PREFETCH, DEFAULT_TILE, SPLITS, ensure
+from .qtuning import DEFAULT_PREFETCH, DEFAULT_TILE, SPLITS, declared, ensure
 
 HERE = os.path.dirname(__file__)
 SOURCE = os.path.join(HERE, "qblocks.c")
@@ -47,22 +47,6 @@ MAX_TILE = 16  # DEFAULT_TILE, DEFAULT_PREFETCH and SPLITS (the knobs qtuning.py
 _LIBS: dict = {}
 
 
-def _declared(lib):
-    i64, vp = ctypes.c_int64, ctypes.c_void_p
-    lib.qb_matmul.argtypes = [ctypes.c_int, vp, i64, i64, vp, i64, vp, i64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    lib.qb_matmul.restype = ctypes.c_int
-    lib.qb_pack.argtypes = [ctypes.c_int, vp, i64, i64, vp]
-    lib.qb_paths.restype = ctypes.c_int
-    lib.qb_best_path.restype = ctypes.c_int
-    lib.qb_stream_read.argtypes = [vp, i64, ctypes.c_int]
-    lib.qb_stream_read.restype = ctypes.c_uint64
-    lib.qb_set_tuning.argtypes = [ctypes.c_int] * 4
-    lib.qb_set_tuning.restype = ctypes.c_int
-    lib.qb_get_tuning.argtypes = [ctypes.c_int, vp]
-    lib.qb_get_tuning.restype = None
-    return lib
-
-
 def library(plain_only: bool = False):
     """The compiled qblocks.c (ctypes), built on first use. Raises OSError / SubprocessError if the
     C compiler is missing or fails (callers keep float32 then)."""
@@ -79,7 +63,7 @@ def library(plain_only: bool = False):
         subprocess.run([value("CC") or "cc", *flags, "-o", tmp, SOURCE, "-lm"], check=True,
                        capture_output=True, timeout=300)
         os.replace(tmp, path)
-    _LIBS[plain_only] = _declared(ctypes.CDLL(path))
+    _LIBS[plain_only] = declared(ctypes.CDLL(path))
     return _LIBS[plain_only]
 
 

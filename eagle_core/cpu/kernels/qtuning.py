@@ -24,6 +24,7 @@ a caller of qb_matmul with tile 0 (qblocks.matmul, or C code linking the same li
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -65,6 +66,24 @@ class Tuning:
 
 
 _APPLIED: dict = {}  # (id(lib), threads) -> (Tuning, source)
+
+
+def declared(lib):
+    """`lib` (ctypes) with qblocks.c's functions' argument types declared: here, not in qblocks.py, so that
+    ensure() can tune any library holding qblocks.c (another library compiled with it too)."""
+    i64, vp, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+    lib.qb_matmul.argtypes = [i32, vp, i64, i64, vp, i64, vp, i64, i32, i32, i32]
+    lib.qb_matmul.restype = i32
+    lib.qb_pack.argtypes = [i32, vp, i64, i64, vp]
+    lib.qb_paths.restype = i32
+    lib.qb_best_path.restype = i32
+    lib.qb_stream_read.argtypes = [vp, i64, i32]
+    lib.qb_stream_read.restype = ctypes.c_uint64
+    lib.qb_set_tuning.argtypes = [i32] * 4
+    lib.qb_set_tuning.restype = i32
+    lib.qb_get_tuning.argtypes = [i32, vp]
+    lib.qb_get_tuning.restype = None
+    return lib
 
 
 def _cache_path(threads: int) -> str:
@@ -182,6 +201,8 @@ def ensure(lib, threads: int) -> Tuning:
     key = (id(lib), threads)
     if key in _APPLIED:
         return _APPLIED[key][0]
+    if lib.qb_set_tuning.argtypes is None:
+        declared(lib)
     env = value("EAGLE_QB_TUNING")
     if isinstance(env, dict):
         choice, source = Tuning(**{**asdict(Tuning()), **env}), "EAGLE_QB_TUNING"

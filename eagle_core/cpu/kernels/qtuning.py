@@ -8,8 +8,9 @@ products that read their weights from memory, as a forward's do: a set of Q4_1 a
 decode meets (ROWS: a vanilla step, the CPU and page trees' verifications, larger trees), each
 candidate's time relative to the best candidate's at that row count, weighted. The search goes one
 knob at a time (tile, then prefetch, then split), the candidates interleaved round by round and the
-minimum over rounds kept, so that a busy moment elsewhere hits every candidate alike; the incumbent
-stays unless another is PREFER better. 2-3 s on a busy 2-core machine.
+minimum over rounds kept for each product (then summed), so that a busy moment elsewhere hits every
+candidate alike and spoils a few products, not a whole pass; the incumbent stays unless another is
+PREFER better. About 2 s on a 2-core machine (6-13 s while three other jobs shared it).
 
 `python -m eagle_core.bench.qblocks_curve --tune` measures again and replaces the cached choice (what
 to run on a quiet machine: a choice measured while other work ran is cached too).
@@ -19,8 +20,9 @@ compiled defaults and measures nothing; "tile=8,prefetch=1024,split=rows" fixes 
 rest: defaults). The choice is applied to a library with qb_set_tuning for the thread count asked, so
 a caller of qb_matmul with tile 0 (qblocks.matmul, or C code linking the same library) gets it.
 
-    ensure(lib, threads)  -> Tuning, applied to lib (measured, cached, or from the environment)
-    describe(threads)     -> one line: the knobs and where they came from (for benchmark headers)
+    ensure(lib, threads)   -> Tuning, applied to lib (measured, cached, or from the environment)
+    describe(lib, threads) -> one line: the knobs and where they came from (for benchmark headers)
+    retune(lib, threads)   -> measured afresh, cached, applied
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ GROUP_BLOCK_BYTES = {Q4_1: 320, Q8_0: 544}  # a group-block: 16 rows x 32 weight
 TUNING_VERSION = 1  # in the cache key: a new way of choosing measures again
 ROWS = {1: 1.0, 8: 1.0, 13: 1.0, 16: 1.0, 32: 0.5}
 TILES = (6, 8, 10, 12, 14, 16)
-PREFETCHES = (0, 1024, 2048, 4096, 8192)
+PREFETCHES = (0, 1024, 2048, 4096, 8192, 16384)
 COLD_BYTES = 32 << 20
 ROUNDS = 3
 PREFER = 1.03  # another candidate's weighted relative time must be 3% below the incumbent's
@@ -125,28 +127,32 @@ def workload(lib, cold_bytes: int | None = None) -> list[tuple[int, torch.Tensor
     return out
 
 
-def _time(lib, work, xs, threads: int, rows: int, tuning: Tuning) -> float:
-    """Seconds for one pass over `work` at `rows` rows with `tuning` applied."""
+def _time(lib, work, xs, threads: int, rows: int, tuning: Tuning) -> np.ndarray:
+    """Seconds of each product of one pass over `work` at `rows` rows with `tuning` applied."""
     set_tuning(lib, threads, tuning)
     x = xs[rows]
     y = torch.empty(rows, max(n for _, _, n, _ in work))
-    t0 = time.perf_counter()
+    stamps = [time.perf_counter()]
     for fmt, packed, n, k in work:
         lib.qb_matmul(fmt, x.data_ptr(), rows, k, packed.data_ptr(), n, y.data_ptr(), n, threads, 0, 0)
-    return time.perf_counter() - t0
+        stamps.append(time.perf_counter())
+    return np.diff(stamps)
 
 
 def compare(lib, work, threads: int, candidates, rows, rounds: int) -> dict:
-    """Tuning -> {rows: best seconds}, the candidates interleaved round by round."""
+    """Tuning -> {rows: seconds}, the candidates interleaved round by round: each product's fastest
+    over the rounds, summed (a product is a fraction of a millisecond, so a burst of other work spoils
+    a few products of a round, not the round: the sum of minima survives a machine busier than a
+    minimum of whole passes would)."""
     xs = {r: torch.randn(r, work[0][3]) for r in rows}
-    best = {c: {r: float("inf") for r in rows} for c in candidates}
+    best = {c: {r: np.full(len(work), np.inf) for r in rows} for c in candidates}
     for c in candidates:
         _time(lib, work[:1], xs, threads, max(rows), c)  # warm: code paths, OpenMP threads
     for _ in range(rounds):
         for c in candidates:
             for r in rows:
-                best[c][r] = min(best[c][r], _time(lib, work, xs, threads, r, c))
-    return best
+                best[c][r] = np.minimum(best[c][r], _time(lib, work, xs, threads, r, c))
+    return {c: {r: float(t.sum()) for r, t in ts.items()} for c, ts in best.items()}
 
 
 def score(times: dict, weights: dict) -> dict:

@@ -159,6 +159,12 @@ def test_the_bandwidth_probe_reads_the_bytes_it_is_given(lib):
     a = torch.ones(1 << 16, dtype=torch.int64)
     for nbytes, threads in ((8 * a.numel(), 1), (8 * a.numel(), 2), (4096, 2), (64 * 100 + 63, 3)):
         assert lib.qb_stream_read(a.data_ptr(), nbytes, threads) == nbytes // 64 * 8
+    from eagle_core.bench import qblocks_curve as qc
+
+    gib = 1 << 30  # the probe: 4x the last-level cache, at least 1 GiB, at most a quarter of free memory
+    assert qc.probe_bytes(480 << 20, 22 * gib) == 4 * (480 << 20) and qc.probe_bytes(32 << 20, None) == gib
+    assert qc.probe_bytes(480 << 20, 2 * gib) == gib // 2 and qc.probe_bytes(gib, 10 << 20) == 256 << 20
+    assert qc.last_level_cache_bytes() >= 1 << 20
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

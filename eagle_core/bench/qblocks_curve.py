@@ -87,13 +87,16 @@ def last_level_cache_bytes() -> int:
     return max(sizes, default=32 << 20)
 
 
+def probe_bytes(cache: int, free: int | None) -> int:
+    """4x the last-level cache and at least 1 GiB, at most a quarter of the free memory (256 MB at the
+    least): no cache holds it, so reading it is reading memory."""
+    want = max(1 << 30, 4 * cache)
+    return max(min(want, free // 4) if free else want, 256 << 20) // 64 * 64
+
+
 def probe_buffer() -> torch.Tensor:
-    """A buffer (int64 ones) 4x the last-level cache and at least 1 GiB, at most a quarter of the free
-    memory: no cache holds it, so reading it is reading memory."""
-    want = max(1 << 30, 4 * last_level_cache_bytes())
-    free = _meminfo_bytes("MemAvailable")
-    nbytes = min(want, free // 4) if free else want
-    return torch.ones(max(nbytes, 256 << 20) // 8, dtype=torch.int64)
+    """int64 ones, probe_bytes of them for this machine."""
+    return torch.ones(probe_bytes(last_level_cache_bytes(), _meminfo_bytes("MemAvailable")) // 8, dtype=torch.int64)
 
 
 def bandwidth(threads: int = 2, passes: int = 5, buffer: torch.Tensor | None = None) -> float:

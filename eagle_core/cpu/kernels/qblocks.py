@@ -12,6 +12,9 @@ It is compiled for baseline x86-64 (or any CPU) and picks AVX-512 VNNI / AVX2 at
 plain C path is a real fallback; `library(plain_only=True)` builds a second copy with no SIMD code
 at all (the tests compare the two bit for bit).
 
+The row tile, prefetch distance and thread split change no bit; they are chosen per machine by a
+short measurement on first use (a product with tile 0) and cached: qtuning.py, EAGLE_QB_TUNING.
+
     python -m eagle_core.bench.qblocks_curve --curve [--threads 2]
 
 prints t(k), k = 1..32, for the default model's products from its blocks and in float32 (eagle_core/bench/qblocks_curve.py).

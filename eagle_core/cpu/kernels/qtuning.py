@@ -30,6 +30,7 @@ import ctypes
 import hashlib
 import json
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass
 
@@ -68,6 +69,7 @@ class Tuning:
 
 
 _APPLIED: dict = {}  # (id(lib), threads) -> (Tuning, source)
+_LOCK = threading.Lock()  # two threads' first products measure once, not twice at the same time
 
 
 def declared(lib):
@@ -207,6 +209,12 @@ def ensure(lib, threads: int) -> Tuning:
     key = (id(lib), threads)
     if key in _APPLIED:
         return _APPLIED[key][0]
+    with _LOCK:
+        return _APPLIED[key][0] if key in _APPLIED else _choose(lib, threads)
+
+
+def _choose(lib, threads: int) -> Tuning:
+    key = (id(lib), threads)
     if lib.qb_set_tuning.argtypes is None:
         declared(lib)
     env = value("EAGLE_QB_TUNING")

@@ -101,6 +101,26 @@ def _choice(*choices: str, aliases: Mapping[str, str] | None = None) -> Callable
     return parse
 
 
+def _qb_tuning(raw: str) -> str | dict | None:
+    """EAGLE_QB_TUNING: "auto" (measure once, cached), "off" (qblocks.c's compiled defaults, nothing
+    measured), or knobs fixed by hand, "tile=8,prefetch=1024,split=rows" (any of the three)."""
+    text = raw.strip().lower()
+    if text in ("", "auto", "off"):
+        return text or None
+    knobs = {}
+    for part in text.split(","):
+        key, _, val = (p.strip() for p in part.partition("="))
+        if key == "split" and val in ("groups", "rows"):
+            knobs[key] = val
+        elif key in ("tile", "prefetch") and val.isdigit():
+            knobs[key] = int(val)
+        else:
+            raise ValueError(f"cannot read {part.strip()!r}")
+    if not 1 <= knobs.get("tile", 1) <= 16 or knobs.get("prefetch", 0) % 64 or knobs.get("prefetch", 0) > 16384:
+        raise ValueError("out of range")
+    return knobs
+
+
 SECONDS = "a number of seconds > 0"
 VARIABLES: tuple[Variable, ...] = (
     Variable("EAGLE_PORTABLE", _boolean, BOOLEAN, "off",
@@ -113,6 +133,9 @@ VARIABLES: tuple[Variable, ...] = (
              "on: a CPU's default tree is the fixed cpu preset, not chosen from this machine's measured "
              "t(k) (reproducible runs and tests)", "engine"),
     Variable("CC", _text, "a C compiler command", "cc", "compiles the CPU kernels on first use", "engine"),
+    Variable("EAGLE_QB_TUNING", _qb_tuning, "auto, off, or tile=1..16,prefetch=0..16384 (a multiple of 64),"
+             "split=groups or rows (any of them)", "auto: measured on first use per CPU model and thread count, cached",
+             "the GGUF-block products' row tile, prefetch distance and thread split (qtuning.py)", "engine"),
     Variable("SPACE_ID", _text, "any text (set by a Hugging Face Space)", "unset",
              "on a Space: the cache goes to /data, the model picker is off", "engine"),
     Variable("EAGLE_APP_MODEL", _text, "a hub id or a directory", "the embedded SmolLM2-135M-Instruct",

@@ -1,11 +1,17 @@
 """Products from a GGUF's own Q4_1 / Q8_0 blocks (eagle_core/cpu/kernels/qblocks.c): the same bits as a
 numpy simulation of its integer arithmetic, within the bound int8 activations allow of the float64
-product, a row the same alone or in any batch, every instruction-set path the same."""
+product, a row the same alone or in any batch, every instruction-set path and every tuning knob (row
+tile, prefetch distance, thread split: qtuning.py) the same."""
+import json
+import os
+
 import numpy as np
 import pytest
 import torch
 
 from eagle_core.cpu.kernels import qblocks as qb
+from eagle_core.cpu.kernels import qtuning
+from eagle_core.environment import SettingError
 
 U = 2.0 ** -24  # float32's unit roundoff
 FORMATS = ("q4_1", "q8_0")
@@ -21,6 +27,28 @@ def _lib_or_skip(plain_only=False):
 @pytest.fixture(scope="module")
 def lib():
     return _lib_or_skip()
+
+
+@pytest.fixture(autouse=True)
+def no_measuring(monkeypatch):
+    """A tile-0 call here keeps qblocks.c's compiled knobs (the tests of the choice undo this)."""
+    monkeypatch.setenv("EAGLE_QB_TUNING", "off")
+
+
+# knob settings the bit-for-bit tests run under: (tile, prefetch bytes, split)
+KNOBS = [(16, 2048, "groups"), (1, 0, "rows"), (5, 64, "groups"), (8, 4096, "rows"), (13, 16384, "groups"),
+         (16, 1024, "rows")]
+
+
+@pytest.fixture
+def knobs(lib, monkeypatch):
+    """Sets the knobs for every thread count (qb.set_tuning), with qtuning told they are applied (so
+    a tile-0 call keeps them, measures nothing); puts back what was there after the test."""
+    before = {t: qb.get_tuning(t, lib) for t in (1, 2, 3)}
+    monkeypatch.setattr(qtuning, "_APPLIED", {(id(lib), t): (qtuning.Tuning(), "test") for t in range(1, 9)})
+    yield lambda tile, prefetch, split: qb.set_tuning(tile, prefetch, split, 0, lib)
+    for t, (tile, prefetch, split) in before.items():
+        qb.set_tuning(tile, prefetch, split, t, lib)
 
 
 def random_blocks(fmt: str, n: int, k: int, seed: int = 0) -> np.ndarray:
@@ -61,13 +89,17 @@ def test_hand_built_block_has_its_known_answer(lib):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("n,k,m", [(1, 32, 1), (16, 64, 3), (53, 160, 7), (40, 576, 33)])
-def test_kernel_equals_the_numpy_simulation_bit_for_bit(lib, fmt, n, k, m):
+def test_kernel_equals_the_numpy_simulation_bit_for_bit(lib, knobs, fmt, n, k, m):
+    """Every path, under every knob setting (the tuned tile: tile argument 0), 1 and 2 threads."""
     blocks = random_blocks(fmt, n, k, seed=n + k)
     x = activations(m, k, seed=m)
     want = qb.simulate(fmt, x.numpy(), blocks, n, k)
     packed = qb.pack(fmt, blocks, n, k)
-    for path in qb.available_paths(lib):
-        assert np.array_equal(qb.matmul(fmt, x, packed, n, k, path=path).numpy(), want), path
+    for i, setting in enumerate(KNOBS):
+        knobs(*setting)
+        for path in qb.available_paths(lib):
+            got = qb.matmul(fmt, x, packed, n, k, path=path, threads=1 + i % 2)
+            assert np.array_equal(got.numpy(), want), (path, setting)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -92,19 +124,47 @@ def test_within_the_int8_rounding_bound_of_the_float64_product(lib, fmt):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_row_is_the_same_alone_and_in_any_batch(lib, fmt):
-    """k = 1..40 rows (odd counts, a partial group of outputs), every path, several row tiles, 1 and 2
-    threads: each row of a k-row product equals that row's one-row product bit for bit."""
+def test_a_row_is_the_same_alone_and_in_any_batch(lib, knobs, fmt):
+    """k = 1..40 rows (odd counts, a partial group of outputs), every path, every knob setting (tuned
+    tile, prefetch, split by groups or rows), explicit tiles 1..16, 1 to 3 threads: each row of a k-row
+    product equals that row's one-row product bit for bit."""
     n, k = 37, 96
     blocks = random_blocks(fmt, n, k, seed=9)
     packed = qb.pack(fmt, blocks, n, k)
     x = activations(40, k, seed=10)
+    knobs(16, 2048, "groups")
     alone = torch.cat([qb.matmul(fmt, x[i:i + 1], packed, n, k, threads=1) for i in range(40)])
-    for path in qb.available_paths(lib):
-        for rows in range(1, 41):
-            tile, threads = (1, 3, 8, 16)[rows % 4], 1 + rows % 2
-            y = qb.matmul(fmt, x[:rows], packed, n, k, path=path, tile=tile, threads=threads)
-            assert torch.equal(y, alone[:rows]), (path, rows, tile, threads)
+    for i, setting in enumerate(KNOBS):
+        knobs(*setting)
+        for path in qb.available_paths(lib):
+            for rows in range(1, 41):
+                tile, threads = (0, 3, 8, 16, 0, 7, 12)[(rows + i) % 7], 1 + (rows + i) % 3
+                y = qb.matmul(fmt, x[:rows], packed, n, k, path=path, tile=tile, threads=threads)
+                assert torch.equal(y, alone[:rows]), (path, rows, tile, threads, setting)
+
+
+def test_knobs_out_of_range_are_refused_and_leave_the_tuning(lib, knobs):
+    knobs(8, 1024, "rows")
+    for bad in ((0, 0, "groups"), (17, 0, "groups"), (8, 100, "groups"), (8, -64, "groups"), (8, 32768, "rows")):
+        with pytest.raises(ValueError):
+            qb.set_tuning(*bad, 0, lib)
+    assert qb.get_tuning(2, lib) == (8, 1024, "rows")
+    qb.set_tuning(12, 0, "groups", 2, lib)  # one thread count only
+    assert qb.get_tuning(2, lib) == (12, 0, "groups") and qb.get_tuning(1, lib) == (8, 1024, "rows")
+    assert qb.get_tuning(64, lib) == qb.get_tuning(8, lib)  # past 8 threads: 8's
+
+
+def test_the_bandwidth_probe_reads_the_bytes_it_is_given(lib):
+    """qb_stream_read's count is bytes: a buffer of ones (int64) read over b bytes sums to b / 8."""
+    a = torch.ones(1 << 16, dtype=torch.int64)
+    for nbytes, threads in ((8 * a.numel(), 1), (8 * a.numel(), 2), (4096, 2), (64 * 100 + 63, 3)):
+        assert lib.qb_stream_read(a.data_ptr(), nbytes, threads) == nbytes // 64 * 8
+    from eagle_core.bench import qblocks_curve as qc
+
+    gib = 1 << 30  # the probe: 4x the last-level cache, at least 1 GiB, at most a quarter of free memory
+    assert qc.probe_bytes(480 << 20, 22 * gib) == 4 * (480 << 20) and qc.probe_bytes(32 << 20, None) == gib
+    assert qc.probe_bytes(480 << 20, 2 * gib) == gib // 2 and qc.probe_bytes(gib, 10 << 20) == 256 << 20
+    assert qc.last_level_cache_bytes() >= 1 << 20
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -150,3 +210,64 @@ def test_shapes_not_served_are_refused(lib):
     packed = qb.pack("q8_0", random_blocks("q8_0", 4, 32), 4, 32)
     with pytest.raises(ValueError):
         qb.matmul("q8_0", torch.ones(2, 64), packed, 4, 32)
+
+
+# ---- the knobs' choice (qtuning.py) ---------------------------------------------------------------
+def test_score_is_each_candidate_relative_to_the_best_at_each_row_count():
+    a, b = qtuning.Tuning(8), qtuning.Tuning(16)
+    got = qtuning.score({a: {1: 2.0, 8: 6.0}, b: {1: 1.0, 8: 12.0}}, {1: 1.0, 8: 0.5})
+    assert got == {a: 2.0 + 0.5, b: 1.0 + 0.5 * 2.0}
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path, knobs):
+    """No knobs applied yet in this process, the cache in tmp_path."""
+    monkeypatch.setattr(qtuning, "_APPLIED", {})
+    monkeypatch.setenv("EAGLE_EXPLAINER_CACHE", str(tmp_path))
+    monkeypatch.delenv("EAGLE_QB_TUNING", raising=False)
+    return monkeypatch
+
+
+def test_the_environment_fixes_or_skips_the_knobs(lib, fresh):
+    fresh.setenv("EAGLE_QB_TUNING", "tile=5, split=rows")
+    x, packed = activations(3, 64), qb.pack("q4_1", random_blocks("q4_1", 16, 64), 16, 64)
+    qb.matmul("q4_1", x, packed, 16, 64, threads=2)  # tile 0: the knobs are applied here
+    assert qb.get_tuning(2, lib) == (5, qtuning.DEFAULT_PREFETCH, "rows")
+    assert "EAGLE_QB_TUNING" in qtuning.describe(lib, 2)
+    fresh.setattr(qtuning, "_APPLIED", {})
+    fresh.setenv("EAGLE_QB_TUNING", "off")
+    assert qtuning.ensure(lib, 2) == qtuning.Tuning() and qb.get_tuning(2, lib) == (16, 2048, "groups")
+    fresh.setattr(qtuning, "_APPLIED", {})
+    for bad in ("tile=0", "prefetch=100", "split=cols", "tiles=4", "fast"):
+        fresh.setenv("EAGLE_QB_TUNING", bad)
+        with pytest.raises(SettingError, match="EAGLE_QB_TUNING"):
+            qtuning.ensure(lib, 2)
+
+
+def test_the_knobs_are_measured_once_then_read_from_the_cache(lib, fresh):
+    """A short measurement (small workload, two candidates a knob) picks among the candidates, writes
+    the JSON, and a new process (no knobs applied) reads it back without measuring; a corrupt file is
+    measured again."""
+    for name, v in (("COLD_BYTES", 1 << 20), ("ROWS", {1: 1.0, 5: 1.0}), ("ROUNDS", 1), ("TILES", (4, 12)),
+                    ("PREFETCHES", (0, 1024))):
+        fresh.setattr(qtuning, name, v)
+    choice = qtuning.ensure(lib, 2)
+    assert choice.tile in (4, 12, 16) and choice.prefetch in (0, 1024, 2048) and choice.split in qb.SPLITS
+    assert qb.get_tuning(2, lib) == (choice.tile, choice.prefetch, choice.split)
+    assert "measured" in qtuning.describe(lib, 2)
+    path = qtuning._cache_path(2)
+    saved = json.load(open(path))
+    assert saved["choice"] == {"tile": choice.tile, "prefetch": choice.prefetch, "split": choice.split}
+    assert set(saved["scores"]) == {"tile", "prefetch", "split"}
+    fresh.setattr(qtuning, "_APPLIED", {})
+    fresh.setattr(qtuning, "measure", lambda *a, **k: pytest.fail("measured again"))
+    assert qtuning.ensure(lib, 2) == choice and "cached" in qtuning.describe(lib, 2)
+    fresh.undo()  # corrupt cache: measured again (the real measure back)
+    fresh.setattr(qtuning, "_APPLIED", {})
+    fresh.setenv("EAGLE_EXPLAINER_CACHE", os.path.dirname(os.path.dirname(path)))
+    fresh.delenv("EAGLE_QB_TUNING", raising=False)
+    for name, v in (("COLD_BYTES", 1 << 20), ("ROWS", {1: 1.0}), ("ROUNDS", 1), ("TILES", (4,)), ("PREFETCHES", (0,))):
+        fresh.setattr(qtuning, name, v)
+    open(path, "w").write("{not json")
+    qtuning.ensure(lib, 2)
+    assert "measured" in qtuning.describe(lib, 2) and json.load(open(path))["threads"] == 2

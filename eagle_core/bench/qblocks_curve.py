@@ -1,6 +1,7 @@
 """t(k), k = 1..32: the products of one forward of the default model, from its GGUF's blocks and in float32.
 
     python -m eagle_core.bench.qblocks_curve --curve [--threads 2] [--tile 8] [--repeats 5] [--json-out F]
+    python -m eagle_core.bench.qblocks_curve --tune [--threads 2]    (the knobs measured afresh, cached, scores shown)
 
 One pass = every product a forward of k tokens makes, in the CPU decoder's grouping (cpu/forward.py): per layer
 q/k/v stacked (960 x 576), o (576 x 576), gate/up stacked (3072 x 576), down (576 x 1536), 30 layers,
@@ -10,7 +11,7 @@ then the LM head (49152 x 576), each weight distinct, so they stream from memory
     f32    the same weights dequantized, through the engine's float32 product (smallgemm; ~538 MB)
 
 Beside each: the streaming bound (the format's bytes at the read bandwidth measured in the same
-process) and the arithmetic bound (k rows' multiply-adds at the rate each product reaches on one
+process: a buffer several times the last-level cache, several passes, the fastest) and the arithmetic bound (k rows' multiply-adds at the rate each product reaches on one
 weight kept in the caches, 32 rows), and t(k) / max(t(1), arithmetic), the issue's goal being <= 1.15.
 Attention, norms and the rest of a forward are not in it. Timings on a busy machine mean little:
 run it on a quiet one.
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import time
 
 import numpy as np
 import torch
 
-from ..cpu.kernels import qblocks
+from ..cpu.kernels import qblocks, qtuning
 from ..machine.timing import median_s
 
 ROWS = tuple(range(1, 33))
@@ -50,7 +53,7 @@ def forward_weights(blocks: dict) -> list[tuple[str, np.ndarray, int, int]]:
 def float32_product():
     """-> (name, prepare(w), run(state, x)): the engine's float32 product, else torch's."""
     try:
-        from .linear import SmallGemm
+        from ..cpu.kernels.backends import SmallGemm
 
         if SmallGemm.available():
             return "smallgemm", SmallGemm.prepare, lambda st, x: SmallGemm.run(st, x, None)
@@ -59,13 +62,51 @@ def float32_product():
     return "torch", lambda w: w, lambda st, x: torch.nn.functional.linear(x, st)
 
 
-def bandwidth(mb: int = 512, threads: int = 2, reps: int = 5) -> float:
-    """GB/s reading a buffer far beyond the caches with `threads` threads (best of reps)."""
-    a = torch.ones(mb * 2 ** 20 // 8, dtype=torch.int64)
-    lib = qblocks.library()
-    lib.qb_stream_read(a.data_ptr(), a.numel(), threads)
-    best = min(median_s(lambda: lib.qb_stream_read(a.data_ptr(), a.numel(), threads), 1) for _ in range(reps))
-    return a.numel() * 8 / 1e9 / best
+def _meminfo_bytes(key: str) -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def last_level_cache_bytes() -> int:
+    """The largest cache the kernel reports for cpu0 (a virtual machine may report its host's L3), 32 MB
+    when none is."""
+    sizes = []
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for d in os.listdir(base):
+            text = open(os.path.join(base, d, "size")).read().strip().upper()
+            sizes.append(int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}[text[-1]] if text[-1] in "KM" else int(text))
+    except (OSError, ValueError, KeyError, IndexError):
+        pass
+    return max(sizes, default=32 << 20)
+
+
+def probe_bytes(cache: int, free: int | None) -> int:
+    """4x the last-level cache and at least 1 GiB, at most a quarter of the free memory (256 MB at the
+    least): no cache holds it, so reading it is reading memory."""
+    want = max(1 << 30, 4 * cache)
+    return max(min(want, free // 4) if free else want, 256 << 20) // 64 * 64
+
+
+def probe_buffer() -> torch.Tensor:
+    """int64 ones, probe_bytes of them for this machine."""
+    return torch.ones(probe_bytes(last_level_cache_bytes(), _meminfo_bytes("MemAvailable")) // 8, dtype=torch.int64)
+
+
+def bandwidth(threads: int = 2, passes: int = 5, buffer: torch.Tensor | None = None) -> float:
+    """GB/s reading `buffer` (probe_buffer()) with `threads` threads: the fastest of `passes` passes,
+    after one untimed. qb_stream_read's count is bytes."""
+    a = probe_buffer() if buffer is None else buffer
+    lib, nbytes = qblocks.library(), a.numel() * 8
+    lib.qb_stream_read(a.data_ptr(), nbytes, threads)
+    best = min(median_s(lambda: lib.qb_stream_read(a.data_ptr(), nbytes, threads), 1) for _ in range(passes))
+    return nbytes / 1e9 / best
 
 
 def warm_rate(run, n: int, k: int, rows: int = 32, calls: int = 20, repeats: int = 5) -> float:
@@ -108,11 +149,12 @@ def rates(p: dict) -> dict:
 
 
 def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None) -> dict:
-    from ...target import gguf_blocks
+    from ..target import gguf_blocks
 
     p = prepare(gguf_blocks.read(path), tile)
     threads = torch.get_num_threads()
-    bws, t_q, t_f = [], {}, {}
+    tuning = qtuning.describe(qblocks.library(), threads)  # measured now if not cached: before any timing
+    bws, t_q, t_f, buf = [], {}, {}, probe_buffer()
     g = torch.Generator().manual_seed(0)
     with torch.inference_mode():
         for k in rows:
@@ -120,10 +162,11 @@ def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None) -
             t_q[k] = 1e3 * median_s(lambda: [p["q_run"](st, xs[st[3]]) for st in p["q"]], repeats, warmup=1)
             t_f[k] = 1e3 * median_s(lambda: [p["f32_run"](st, xs[K]) for st, K in p["f32"]], repeats, warmup=1)
             if k in (rows[0], rows[len(rows) // 2], rows[-1]):
-                bws.append(bandwidth(threads=threads))
+                bws.append(bandwidth(threads, buffer=buf))
         r = rates(p)
     bw = statistics.median(bws)
-    return {"cpu": _cpu_name(), "threads": threads, "tile": tile or qblocks.DEFAULT_TILE,
+    return {"cpu": _cpu_name(), "threads": threads, "tile": tile or "tuned", "tuning": tuning,
+            "probe_mb": buf.numel() * 8 / 1e6,
             "qblocks_path": qblocks.best_path(),
             "f32_product": p["f32_name"], "bandwidth_gbs": bw, "q_mb": p["q_bytes"] / 1e6,
             "f32_mb": p["f32_bytes"] / 1e6, "macs": p["macs"], "rates_gmacs": {f: v / 1e9 for f, v in r.items()},
@@ -132,7 +175,7 @@ def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None) -
 
 def _cpu_name() -> str:
     try:
-        from .build import cpu_model
+        from ..cpu.kernels.build import cpu_model
 
         return cpu_model()
     except ImportError:
@@ -159,9 +202,11 @@ def verdict(res: dict) -> dict:
 
 def render(res: dict) -> str:
     r = res["rates_gmacs"]
-    lines = [f"CPU: {res['cpu']}, {res['threads']} threads, qblocks path {res['qblocks_path']}, row tile "
-             f"{res['tile']}. Products of one forward of k tokens (30 layers + LM head), median ms. Read bandwidth "
-             f"{res['bandwidth_gbs']:.1f} GB/s; GGUF blocks {res['q_mb']:.0f} MB, float32 {res['f32_mb']:.0f} MB "
+    tile = "" if res["tile"] == "tuned" else f"; row tile {res['tile']} by hand"
+    lines = [f"CPU: {res['cpu']}, {res['threads']} threads, qblocks path {res['qblocks_path']}, knobs: "
+             f"{res.get('tuning', '?')}{tile}. Products of one forward of k tokens (30 layers + LM head), median ms. "
+             f"Read bandwidth {res['bandwidth_gbs']:.1f} GB/s (fastest pass over {res.get('probe_mb', 0):.0f} MB); "
+             f"GGUF blocks {res['q_mb']:.0f} MB, float32 {res['f32_mb']:.0f} MB "
              f"({res['f32_product']}). Warm rates, G multiply-adds/s: "
              + ", ".join(f"{f} {v:.0f}" for f, v in r.items()) + f". Goal: t(k) / max(t(1), arithmetic) <= {GOAL}.",
              "", "| k | Q4_1 t(k) | /t(1) | streaming | arithmetic | t/max(t1, arith) "
@@ -175,16 +220,34 @@ def render(res: dict) -> str:
     return "\n".join(lines)
 
 
+def tune_report(threads: int) -> str:
+    """The knobs measured afresh (qtuning.retune: the cached choice replaced), each stage's candidates
+    with their weighted relative times (1.0 a unit of weight: the best at every row count)."""
+    lib = qblocks.library()
+    t0 = time.perf_counter()
+    choice, log = qtuning.retune(lib, threads)
+    lines = [f"CPU: {_cpu_name()}, {threads} threads, path {qblocks.best_path(lib)}; rows (weight) "
+             + ", ".join(f"{r} ({w:g})" for r, w in qtuning.ROWS.items())
+             + f"; {time.perf_counter() - t0:.1f} s. Choice: {choice.text()}."]
+    for stage, scores in log.items():
+        lines += [f"{stage}:"] + [f"  {v:7.3f}  {c}" for c, v in sorted(scores.items(), key=lambda kv: kv[1])]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> str:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.qblocks_curve", description=__doc__.split("\n\n")[0])
     ap.add_argument("--curve", action="store_true", help="measure t(k), k = 1..32 (the default model's GGUF)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--tile", type=int, default=0, help="rows per pass over a weight group, 1..16 (0: 16)")
+    ap.add_argument("--tile", type=int, default=0, help="rows per pass over a weight group, 1..16 (0: the tuned one)")
+    ap.add_argument("--tune", action="store_true", help="measure qblocks.c's knobs afresh (replacing the cached "
+                    "choice) and print each stage's scores")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--rows", default="1-32", help="k values: 1-32, or a list like 1,8,13,16")
     ap.add_argument("--gguf", default=None, help="a GGUF file (default: the default model's)")
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args(argv)
+    if args.tune:
+        return tune_report(args.threads)
     if not args.curve:
         lib = qblocks.library()
         return f"qblocks.c built; paths here: {', '.join(qblocks.available_paths(lib))} (best {qblocks.best_path(lib)})"

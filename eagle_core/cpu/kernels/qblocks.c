@@ -25,9 +25,15 @@
  * against 4 bytes of x broadcast adds 4 products into each output's lane: a block's 16 integer sums
  * end in 16 lanes without a horizontal reduction. The bytes per weight are the file's.
  *
- * Each weight group is loaded once per tile of rows and used for all of them (from L1 for the next
- * tile): t(k) stays near t(1) while the integer arithmetic is below the streaming time.
- * Threads take contiguous ranges of groups; each output is one thread's.
+ * Each weight group is loaded once per pass of rows and used for all of them (from L1 for the next
+ * pass): t(k) stays near t(1) while the integer arithmetic is below the streaming time. m rows make
+ * ceil(m / tile) passes of balanced sizes (13 rows, tile 8: 7 + 6). Threads take contiguous ranges of
+ * groups (split 0) or, with at least as many rows as threads, contiguous ranges of rows over every
+ * group (split 1); each output is one thread's either way.
+ *
+ * The knobs (tile, prefetch distance, split) change no bit: each output's operations are the same.
+ * They are runtime values per thread count (qb_set_tuning), chosen per machine by measurement
+ * (qtuning.py); a call's tile argument 0 means the tuned tile.
  */
 #include <math.h>
 #include <omp.h>
@@ -46,18 +52,22 @@
 #define Q41_GB 320
 #define Q80_GB 544
 #define MAX_TILE 16
-/* 16 rows a pass: the most accumulators the AVX-512 path keeps in registers, so a 13- or 16-row
- * verification reads each weight group once. The tile changes no bit (each output's operations are
- * the same), so it can be chosen per machine by measurement. */
+/* Until qb_set_tuning says otherwise: 16 rows a pass, the most accumulators the AVX-512 path keeps in
+ * registers, so a 13- or 16-row verification reads each weight group once. */
 #ifndef DEFAULT_TILE
 #define DEFAULT_TILE 16
 #endif
+#define MAX_PREFETCH 16384
+#define TUNED_THREADS 8 /* qb_set_tuning keeps one choice per thread count 1..8 (more: 8's) */
 #define PATH_PLAIN 1
 #define PATH_AVX2 2
 #define PATH_VNNI 3
 #ifndef QB_PREFETCH
-#define QB_PREFETCH 2048 /* bytes ahead in a thread's stream of groups */
+#define QB_PREFETCH 2048 /* bytes ahead in a thread's stream of groups; 0: no software prefetch */
 #endif
+
+static struct { int tile, prefetch, split; } tuning[TUNED_THREADS + 1] = {
+    [0 ... TUNED_THREADS] = {DEFAULT_TILE, QB_PREFETCH, 0}};
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -183,7 +193,7 @@ A2 INLINE void store8(float *y, __m256 v, int cnt) {
 
 /* rows 0 .. R-1 of one group half (outputs 8h .. 8h+7) */
 A2 INLINE void half_avx2(const int fmt, const uint8_t *wg, int64_t nb, const int8_t *xq, int64_t K, const float *sx,
-                         const float *xs, const int R, int h, float *y, int64_t ldy, int cnt) {
+                         const float *xs, const int R, int h, float *y, int64_t ldy, int cnt, int pf) {
     const int64_t gb = fmt ? Q80_GB : Q41_GB;
     const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256 f[MAX_TILE];
@@ -231,17 +241,17 @@ A2 INLINE void half_avx2(const int fmt, const uint8_t *wg, int64_t nb, const int
                 f[r] = _mm256_add_ps(f[r], _mm256_mul_ps(t, _mm256_cvtepi32_ps(acc)));
             }
         }
-        if (QB_PREFETCH) _mm_prefetch((const char *)blk + QB_PREFETCH + 32 * h, _MM_HINT_T0);
+        if (pf) _mm_prefetch((const char *)blk + pf + 32 * h, _MM_HINT_T0);
     }
     #pragma GCC unroll 16
     for (int r = 0; r < R; r++) store8(y + r * ldy + 8 * h, f[r], cnt - 8 * h);
 }
 
 A2 static void group_avx2(int fmt, const uint8_t *wg, int64_t nb, const int8_t *xq, int64_t K, const float *sx,
-                          const float *xs, int R, float *y, int64_t ldy, int cnt) {
+                          const float *xs, int R, float *y, int64_t ldy, int cnt, int pf) {
     for (int h = 0; h < 2 && 8 * h < cnt; h++) {
-#define CASE_A2(N) case N: { if (fmt) half_avx2(1, wg, nb, xq, K, sx, xs, N, h, y, ldy, cnt); \
-                             else half_avx2(0, wg, nb, xq, K, sx, xs, N, h, y, ldy, cnt); } break;
+#define CASE_A2(N) case N: { if (fmt) half_avx2(1, wg, nb, xq, K, sx, xs, N, h, y, ldy, cnt, pf); \
+                             else half_avx2(0, wg, nb, xq, K, sx, xs, N, h, y, ldy, cnt, pf); } break;
         switch (R) {
             CASE_A2(1) CASE_A2(2) CASE_A2(3) CASE_A2(4) CASE_A2(5) CASE_A2(6) CASE_A2(7) CASE_A2(8)
             CASE_A2(9) CASE_A2(10) CASE_A2(11) CASE_A2(12) CASE_A2(13) CASE_A2(14) CASE_A2(15) CASE_A2(16)
@@ -255,7 +265,8 @@ A2 static void group_avx2(int fmt, const uint8_t *wg, int64_t nb, const int8_t *
 /* Q8_0 reads x as unsigned bytes xu = xq + 128 (vpdpbusd's first operand is unsigned) and subtracts
  * 128 * (the block's weight sum), computed once per group-block for all rows of the tile. */
 AV INLINE void group_vnni_r(const int fmt, const uint8_t *wg, int64_t nb, const int8_t *xq, const uint8_t *xu,
-                            int64_t K, const float *sx, const float *xs, const int R, float *y, int64_t ldy, int cnt) {
+                            int64_t K, const float *sx, const float *xs, const int R, float *y, int64_t ldy, int cnt,
+                            int pf) {
     const int64_t gb = fmt ? Q80_GB : Q41_GB;
     const __m512i low = _mm512_set1_epi8(0x0f), one8 = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
     __m512 f[MAX_TILE];
@@ -264,8 +275,8 @@ AV INLINE void group_vnni_r(const int fmt, const uint8_t *wg, int64_t nb, const 
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wg + b * gb;
         const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-        if (QB_PREFETCH)
-            for (int c = 0; c < (fmt ? 9 : 5); c++) _mm_prefetch((const char *)blk + QB_PREFETCH + 64 * c, _MM_HINT_T0);
+        if (pf)
+            for (int c = 0; c < (fmt ? 9 : 5); c++) _mm_prefetch((const char *)blk + pf + 64 * c, _MM_HINT_T0);
         if (fmt == 0) {
             const __m512 mv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
             __m512i w[8];
@@ -294,16 +305,17 @@ AV INLINE void group_vnni_r(const int fmt, const uint8_t *wg, int64_t nb, const 
                 ws0 = _mm512_dpbusd_epi32(ws0, one8, w[j]);
                 ws1 = _mm512_dpbusd_epi32(ws1, one8, w[4 + j]);
             }
-            const __m512i ws = _mm512_slli_epi32(_mm512_add_epi32(ws0, ws1), 7);
+            /* one of each row's two chains starts at -128 * (weight sum): no subtraction after them */
+            const __m512i ws = _mm512_sub_epi32(zero, _mm512_slli_epi32(_mm512_add_epi32(ws0, ws1), 7));
             #pragma GCC unroll 16
             for (int r = 0; r < R; r++) {
                 const uint8_t *xb = xu + r * K + b * 32;
-                __m512i a = zero, c = zero;
+                __m512i a = ws, c = zero;
                 for (int j = 0; j < 4; j++) {
                     a = _mm512_dpbusd_epi32(a, _mm512_set1_epi32(x4((const int8_t *)xb + 4 * j)), w[j]);
                     c = _mm512_dpbusd_epi32(c, _mm512_set1_epi32(x4((const int8_t *)xb + 16 + 4 * j)), w[4 + j]);
                 }
-                __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(a, c), ws));
+                __m512 isum = _mm512_cvtepi32_ps(_mm512_add_epi32(a, c));
                 __m512 t = _mm512_mul_ps(dv, _mm512_set1_ps(sx[r * nb + b]));
                 f[r] = _mm512_add_ps(f[r], _mm512_mul_ps(t, isum));
             }
@@ -315,9 +327,9 @@ AV INLINE void group_vnni_r(const int fmt, const uint8_t *wg, int64_t nb, const 
 }
 
 AV static void group_vnni(int fmt, const uint8_t *wg, int64_t nb, const int8_t *xq, const uint8_t *xu, int64_t K,
-                          const float *sx, const float *xs, int R, float *y, int64_t ldy, int cnt) {
-#define CASE_V(N) case N: { if (fmt) group_vnni_r(1, wg, nb, xq, xu, K, sx, xs, N, y, ldy, cnt); \
-                            else group_vnni_r(0, wg, nb, xq, xu, K, sx, xs, N, y, ldy, cnt); } break;
+                          const float *sx, const float *xs, int R, float *y, int64_t ldy, int cnt, int pf) {
+#define CASE_V(N) case N: { if (fmt) group_vnni_r(1, wg, nb, xq, xu, K, sx, xs, N, y, ldy, cnt, pf); \
+                            else group_vnni_r(0, wg, nb, xq, xu, K, sx, xs, N, y, ldy, cnt, pf); } break;
     switch (R) {
         CASE_V(1) CASE_V(2) CASE_V(3) CASE_V(4) CASE_V(5) CASE_V(6) CASE_V(7) CASE_V(8)
         CASE_V(9) CASE_V(10) CASE_V(11) CASE_V(12) CASE_V(13) CASE_V(14) CASE_V(15) CASE_V(16)
@@ -347,16 +359,67 @@ int qb_best_path(void) {
     return p & (1 << PATH_VNNI) ? PATH_VNNI : p & (1 << PATH_AVX2) ? PATH_AVX2 : PATH_PLAIN;
 }
 
+/* The knobs for calls with `nthreads` threads (<= 0: every thread count): tile 1..16 rows per pass,
+ * prefetch 0..16384 bytes ahead (a multiple of 64; 0: none), split 0 (groups) or 1 (rows).
+ * -> 0, -1 for a value out of range (nothing set then). */
+int qb_set_tuning(int nthreads, int tile, int prefetch, int split) {
+    if (tile < 1 || tile > MAX_TILE || prefetch < 0 || prefetch > MAX_PREFETCH || prefetch % 64 || split < 0 || split > 1)
+        return -1;
+    for (int t = 0; t <= TUNED_THREADS; t++)
+        if (nthreads <= 0 || t == (nthreads > TUNED_THREADS ? TUNED_THREADS : nthreads)) {
+            tuning[t].tile = tile;
+            tuning[t].prefetch = prefetch;
+            tuning[t].split = split;
+        }
+    return 0;
+}
+
+/* out[0..2] = the tile, prefetch and split calls with `nthreads` threads use */
+void qb_get_tuning(int nthreads, int *out) {
+    const int t = nthreads < 1 ? 1 : nthreads > TUNED_THREADS ? TUNED_THREADS : nthreads;
+    out[0] = tuning[t].tile;
+    out[1] = tuning[t].prefetch;
+    out[2] = tuning[t].split;
+}
+
+/* rows r0 .. r1 - 1 of groups g0 .. g1 - 1, in passes of balanced sizes of at most `tile` rows */
+static void block_range(int fmt, int path, const uint8_t *w, int64_t nb, const int8_t *xq, const uint8_t *xu,
+                        int64_t K, const float *sx, const float *xs, int64_t n, float *y, int64_t ldy, int64_t g0,
+                        int64_t g1, int64_t r0, int64_t r1, int tile, int pf) {
+    const int64_t gb = fmt ? Q80_GB : Q41_GB, m = r1 - r0, passes = (m + tile - 1) / tile;
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t *wg = w + g * nb * gb;
+        const int cnt = n - g * GRP >= GRP ? GRP : (int)(n - g * GRP);
+        for (int64_t p = 0; p < passes; p++) {
+            const int64_t a = r0 + m * p / passes;
+            const int R = (int)(r0 + m * (p + 1) / passes - a);
+            const int8_t *xr = xq + a * K;
+            float *yr = y + a * ldy + g * GRP;
+#if QB_X86
+            if (path == PATH_VNNI)
+                group_vnni(fmt, wg, nb, xr, xu ? xu + a * K : NULL, K, sx + a * nb, xs + a * nb, R, yr, ldy, cnt, pf);
+            else if (path == PATH_AVX2)
+                group_avx2(fmt, wg, nb, xr, K, sx + a * nb, xs + a * nb, R, yr, ldy, cnt, pf);
+            else
+#endif
+                group_plain(fmt, wg, nb, xr, K, sx + a * nb, xs + a * nb, R, yr, ldy, cnt);
+        }
+    }
+}
+
 /* fmt 0: Q4_1, 1: Q8_0. x: m rows of K floats (contiguous); w: packed groups (qb_pack_*) of n outputs;
- * y: m rows, ldy apart. path 0: the best here; tile: rows per pass over a weight group (0: DEFAULT_TILE).
- * -> 0, -1 for a shape or path not served, -2 out of memory. */
+ * y: m rows, ldy apart. path 0: the best here; tile: rows per pass over a weight group (0: the tuned
+ * tile for nthreads, qb_set_tuning). -> 0, -1 for a shape or path not served, -2 out of memory. */
 int qb_matmul(int fmt, const float *x, int64_t m, int64_t K, const uint8_t *w, int64_t n, float *y, int64_t ldy,
               int nthreads, int path, int tile) {
     if ((fmt != 0 && fmt != 1) || m < 1 || n < 1 || K < 32 || K % 32 || ldy < n) return -1;
     if (path == 0) path = qb_best_path();
     if (path < PATH_PLAIN || path > PATH_VNNI || !(qb_paths() & (1 << path))) return -1;
-    tile = tile <= 0 ? DEFAULT_TILE : tile > MAX_TILE ? MAX_TILE : tile;
-    const int64_t nb = K / 32, groups = (n + GRP - 1) / GRP, gb = fmt ? Q80_GB : Q41_GB;
+    int knobs[3];
+    qb_get_tuning(nthreads, knobs);
+    tile = tile <= 0 ? knobs[0] : tile > MAX_TILE ? MAX_TILE : tile;
+    const int pf = knobs[1], by_rows = knobs[2] == 1 && nthreads > 1 && m >= nthreads;
+    const int64_t nb = K / 32, groups = (n + GRP - 1) / GRP;
     int8_t *xq = aligned_alloc(64, (size_t)(m * K + 63) / 64 * 64);
     uint8_t *xu = fmt && path == PATH_VNNI ? aligned_alloc(64, (size_t)(m * K + 63) / 64 * 64) : NULL;
     float *sx = malloc(sizeof(float) * m * nb), *xs = malloc(sizeof(float) * m * nb);
@@ -379,24 +442,12 @@ int qb_matmul(int fmt, const float *x, int64_t m, int64_t K, const uint8_t *w, i
                     for (int64_t i = 0; i < K; i++) xu[r * K + i] = (uint8_t)(xq[r * K + i] ^ 0x80);
             }
             #pragma omp barrier
-            const int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
-            for (int64_t g = g0; g < g1; g++) {
-                const uint8_t *wg = w + g * nb * gb;
-                const int cnt = n - g * GRP >= GRP ? GRP : (int)(n - g * GRP);
-                for (int64_t r0 = 0; r0 < m; r0 += tile) {
-                    const int R = m - r0 < tile ? (int)(m - r0) : tile;
-                    const int8_t *xr = xq + r0 * K;
-                    float *yr = y + r0 * ldy + g * GRP;
-#if QB_X86
-                    if (path == PATH_VNNI)
-                        group_vnni(fmt, wg, nb, xr, xu ? xu + r0 * K : NULL, K, sx + r0 * nb, xs + r0 * nb, R, yr, ldy, cnt);
-                    else if (path == PATH_AVX2)
-                        group_avx2(fmt, wg, nb, xr, K, sx + r0 * nb, xs + r0 * nb, R, yr, ldy, cnt);
-                    else
-#endif
-                        group_plain(fmt, wg, nb, xr, K, sx + r0 * nb, xs + r0 * nb, R, yr, ldy, cnt);
-                }
-            }
+            if (by_rows && nt > 1)
+                block_range(fmt, path, w, nb, xq, xu, K, sx, xs, n, y, ldy, 0, groups, m * t / nt, m * (t + 1) / nt,
+                            tile, pf);
+            else
+                block_range(fmt, path, w, nb, xq, xu, K, sx, xs, n, y, ldy, groups * t / nt, groups * (t + 1) / nt,
+                            0, m, tile, pf);
         }
     }
     free(xq);
@@ -427,11 +478,12 @@ void qb_pack(int fmt, const uint8_t *blocks, int64_t n, int64_t K, uint8_t *out)
     }
 }
 
-/* Reads n bytes with nthreads threads (the streaming bound of a weight-reading step). */
-uint64_t qb_stream_read(const uint64_t *a, int64_t n, int nthreads) {
+/* Reads the first `bytes` bytes of `a` (rounded down to 64) with nthreads threads, each a contiguous
+ * range (the streaming bound of a weight-reading step). The count is bytes, not 8-byte words. */
+uint64_t qb_stream_read(const uint64_t *a, int64_t bytes, int nthreads) {
     uint64_t total = 0;
     #pragma omp parallel for num_threads(nthreads) reduction(+ : total) schedule(static)
-    for (int64_t i = 0; i < n / 64; i++) {
+    for (int64_t i = 0; i < bytes / 64; i++) {
         const uint64_t *p = a + 8 * i;
         total += (p[0] + p[1]) + (p[2] + p[3]) + (p[4] + p[5]) + (p[6] + p[7]);
     }

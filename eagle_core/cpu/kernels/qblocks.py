@@ -12,6 +12,9 @@ It is compiled for baseline x86-64 (or any CPU) and picks AVX-512 VNNI / AVX2 at
 plain C path is a real fallback; `library(plain_only=True)` builds a second copy with no SIMD code
 at all (the tests compare the two bit for bit).
 
+The row tile, prefetch distance and thread split change no bit; they are chosen per machine by a
+short measurement on first use (a product with tile 0) and cached: qtuning.py, EAGLE_QB_TUNING.
+
     python -m eagle_core.bench.qblocks_curve --curve [--threads 2]
 
 prints t(k), k = 1..32, for the default model's products from its blocks and in float32 (eagle_core/bench/qblocks_curve.py).
@@ -27,6 +30,7 @@ import numpy as np
 import torch
 
 from ...environment import cache_root, value
+from .qtuning import DEFAULT_PREFETCH, DEFAULT_TILE, SPLITS, declared, ensure
 
 HERE = os.path.dirname(__file__)
 SOURCE = os.path.join(HERE, "qblocks.c")
@@ -41,22 +45,9 @@ BLOCK_BYTES = {Q4_1: 20, Q8_0: 34}
 GROUP = 16  # outputs per group in the packed layout
 GROUP_BLOCK_BYTES = {Q4_1: 320, Q8_0: 544}
 PATHS = {"auto": 0, "plain": 1, "avx2": 2, "vnni": 3}
-MAX_TILE = 16
-DEFAULT_TILE = 16  # qblocks.c's, for tile=0
+MAX_TILE = 16  # DEFAULT_TILE, DEFAULT_PREFETCH and SPLITS (the knobs qtuning.py chooses) come from there
 
 _LIBS: dict = {}
-
-
-def _declared(lib):
-    i64, vp = ctypes.c_int64, ctypes.c_void_p
-    lib.qb_matmul.argtypes = [ctypes.c_int, vp, i64, i64, vp, i64, vp, i64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    lib.qb_matmul.restype = ctypes.c_int
-    lib.qb_pack.argtypes = [ctypes.c_int, vp, i64, i64, vp]
-    lib.qb_paths.restype = ctypes.c_int
-    lib.qb_best_path.restype = ctypes.c_int
-    lib.qb_stream_read.argtypes = [vp, i64, ctypes.c_int]
-    lib.qb_stream_read.restype = ctypes.c_uint64
-    return lib
 
 
 def library(plain_only: bool = False):
@@ -75,7 +66,7 @@ def library(plain_only: bool = False):
         subprocess.run([value("CC") or "cc", *flags, "-o", tmp, SOURCE, "-lm"], check=True,
                        capture_output=True, timeout=300)
         os.replace(tmp, path)
-    _LIBS[plain_only] = _declared(ctypes.CDLL(path))
+    _LIBS[plain_only] = declared(ctypes.CDLL(path))
     return _LIBS[plain_only]
 
 
@@ -87,6 +78,19 @@ def available_paths(lib=None) -> list[str]:
 
 def best_path(lib=None) -> str:
     return {v: k for k, v in PATHS.items()}[(lib or library()).qb_best_path()]
+
+
+def set_tuning(tile: int, prefetch: int, split: str, threads: int = 0, lib=None) -> None:
+    """qblocks.c's knobs for calls with `threads` threads (0: every count). No knob changes a bit of y."""
+    if (lib or library()).qb_set_tuning(threads, int(tile), int(prefetch), SPLITS[split]):
+        raise ValueError(f"tuning out of range: tile {tile}, prefetch {prefetch}, split {split}")
+
+
+def get_tuning(threads: int, lib=None) -> tuple[int, int, str]:
+    """(tile, prefetch bytes, split) that calls with `threads` threads use."""
+    out = (ctypes.c_int * 3)()
+    (lib or library()).qb_get_tuning(threads, out)
+    return out[0], out[1], {v: k for k, v in SPLITS.items()}[out[2]]
 
 
 def fmt_of(fmt) -> int:
@@ -116,9 +120,12 @@ def pack(fmt, blocks, n: int, k: int) -> torch.Tensor:
 def matmul(fmt, x: torch.Tensor, packed: torch.Tensor, n: int, k: int, path: str = "auto", tile: int = 0,
            threads: int | None = None, lib=None) -> torch.Tensor:
     """y (m, n) float32 = x (m, k) float32 @ W^T, W packed by `pack`. Every output is computed in
-    the same order whatever m, `tile` (rows per pass over a weight group, 1..16; 0: the default) and
-    `threads`, and on every `path`."""
+    the same order whatever m, `tile` (rows per pass over a weight group, 1..16; 0: the tuned one, measured
+    on first use: qtuning.py) and `threads`, and on every `path`."""
     lib = lib or library()
+    threads = threads or torch.get_num_threads()
+    if not tile:
+        ensure(lib, threads)  # the tuned knobs: measured on first use, then cached (qtuning.py)
     x = x.detach().to(torch.float32).contiguous()
     if x.dim() != 2 or x.shape[1] != k:
         raise ValueError(f"x must be (m, {k}); got {tuple(x.shape)}")
@@ -126,7 +133,7 @@ def matmul(fmt, x: torch.Tensor, packed: torch.Tensor, n: int, k: int, path: str
     if x.shape[0] == 0:
         return y
     rc = lib.qb_matmul(fmt_of(fmt), x.data_ptr(), x.shape[0], k, packed.data_ptr(), n, y.data_ptr(), n,
-                       threads or torch.get_num_threads(), PATHS[path], int(tile))
+                       threads, PATHS[path], int(tile))
     if rc:
         raise (MemoryError if rc == -2 else ValueError)(f"qb_matmul: {'out of memory' if rc == -2 else 'not served'} "
                                                         f"(fmt {fmt}, {tuple(x.shape)} x ({n}, {k}), path {path})")

@@ -99,7 +99,8 @@ def test_a_record_without_the_gguf_fields_says_not_recorded_yet(lang):
     fig = precision_figure(fl, hw.lesson(old, TABLE), "gguf", lang)
     notes = [a.text for a in fig.layout.annotations]
     assert HW("prec_missing", lang, name=HW("fmt.gguf", lang)) in notes
-    assert {t.legendgroup for t in fig.data if t.legendgroup} == {"float32"}  # only float32 drawn
+    assert {t.legendgroup for t in fig.data if t.legendgroup} == {"float32"}  # only float32 drawn, and bold
+    assert max(t.line.width for t in fig.data if t.legendgroup == "float32" and t.mode == "lines+markers") == 4
 
 
 def test_a_record_made_where_the_blocks_cannot_run_says_why():

@@ -102,8 +102,7 @@ TEXT = Strings({
     # the lesson's step 8 with its precision switch: both weight formats (precision_figure)
     "fmt.float32": ("float32", "float32"),
     "fmt.gguf": ("GGUF Q4_1 blocks", "GGUF Q4_1 权重块"),
-    "prec_title": ("One pass t(k) and the predicted speedup per tree, in each weight format",
-                   "各权重格式下：一次前向的 t(k)，以及每种树的预测加速比"),
+    "prec_title": ("t(k) and the best tree per weight format", "各权重格式的 t(k) 与最佳树"),
     "prec_tk": ("t(k): one pass over k tokens (ms)", "t(k)：k 个词元的一次前向（毫秒）"),
     "prec_speed": ("predicted speedup (×) vs tokens verified", "预测加速比（×）与验证的词元数"),
     "prec_curve": ("{name}, recorded", "{name}，记录值"),
@@ -221,7 +220,9 @@ def precision_figure(formats: dict, gpu: dict | None, chosen: str = "float32", l
     if not formats or all(f["state"] != "recorded" for f in formats.values()):
         return empty_figure(T["none_yet"].replace("**", ""), height=420)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.09, subplot_titles=(T["prec_tk"], T["prec_speed"]))
-    notes = []
+    notes, nodes = [], set()
+    if formats.get(chosen, {}).get("state") != "recorded":  # the picked format is not drawn: the others are bold
+        chosen = next(fmt for fmt, f in formats.items() if f["state"] == "recorded")
     for fmt, f in formats.items():
         name = T[f"fmt.{fmt}"]
         if f["state"] != "recorded":
@@ -236,6 +237,7 @@ def precision_figure(formats: dict, gpu: dict | None, chosen: str = "float32", l
                                  mode="lines+markers", line=line, marker=marker, opacity=1.0 if bold else 0.55,
                                  legendgroup=fmt, hovertemplate=T["fwd_hover"]), row=1, col=1)
         rows = f["rows"]
+        nodes |= {r["nodes"] for r in rows}
         fig.add_trace(go.Scatter(x=[r["nodes"] for r in rows], y=[r["speedup"] for r in rows], name=name, mode="lines+markers",
                                  line=line, marker=marker, opacity=1.0 if bold else 0.55, legendgroup=fmt,
                                  showlegend=False, customdata=[[r["tree"]] for r in rows],
@@ -257,6 +259,6 @@ def precision_figure(formats: dict, gpu: dict | None, chosen: str = "float32", l
                            xanchor="left", font=dict(color=VERMILLION, size=13))
     fig.update_xaxes(title=T["fwd_x"], gridcolor="#eee", row=1, col=1)
     fig.update_yaxes(rangemode="tozero", gridcolor="#eee", row=1, col=1)
-    fig.update_xaxes(title=T["x"], type="log", gridcolor="#eee", row=1, col=2)
+    fig.update_xaxes(title=T["x"], type="log", tickvals=sorted(nodes), gridcolor="#eee", row=1, col=2)
     fig.update_yaxes(rangemode="tozero", gridcolor="#eee", row=1, col=2)
     return fig

@@ -59,24 +59,53 @@ def figure(key: str, lang: str, live: dict | None = None, fmt: str = "float32"):
     return viz.tree_figure(c, lang=lang)
 
 
-def hardware_figure(lang: str, fmt: str = "float32"):
+def _step8_record(here: dict | None):
+    """(record, tau table) step 8 reads: the measurement made here ("measure here"), else the hardware record."""
+    if here:
+        from eagle_core.machine import load_tau_table
+
+        return here, load_tau_table()
+    return _recorded()
+
+
+def hardware_figure(lang: str, fmt: str = "float32", here: dict | None = None):
     """Step 8: both weight formats' t(k) and predicted speedup per tree from the hardware record (the GGUF's
     blocks named "not recorded yet" where the record lacks them), the switch's format drawn bold."""
     from eagle_core.machine import lesson as predicted
     from eagle_core.machine.hardware import format_lessons
     from viz.hardware import precision_figure
 
-    m, table = _recorded()
+    m, table = _step8_record(here)
     if not m:
         return precision_figure({}, None, fmt, lang)
     return precision_figure(format_lessons(m, table), predicted(m, table), fmt, lang, m.get("hardware", ""))
 
 
-def precision_views(fmt, lang: str = "en") -> tuple:
+def precision_words(fmt: str, lang: str, here: dict | None = None) -> str:
+    """Step 8's words under the switch: from the measurement made here (so labelled) or the record."""
+    if not here:
+        return precision_text(fmt, lang)
+    from .lesson_measure import here_line
+
+    m, table = _step8_record(here)
+    return here_line(here, lang) + "\n\n" + precision_text(fmt, lang, m, table)
+
+
+def precision_views(fmt, lang: str = "en", here: dict | None = None) -> tuple:
     """The precision switch: (step 8's figure, its words) in format `fmt`."""
     lang = lang_of(lang)
     fmt = fmt if fmt in PRECISIONS else PRECISIONS[0]
-    return gr.Plot(value=hardware_figure(lang, fmt)), gr.Markdown(value=precision_text(fmt, lang))
+    return gr.Plot(value=hardware_figure(lang, fmt, here)), gr.Markdown(value=precision_words(fmt, lang, here))
+
+
+def on_measure_here(fmt, lang: str = "en", progress=gr.Progress()) -> tuple:
+    """Step 8's "measure here": (the measurement kept for the tab, figure, words); a failure keeps the record."""
+    from .lesson_measure import measure_here
+
+    lang = lang_of(lang)
+    here, status = measure_here(lang, progress)
+    fig, words = precision_views(fmt, lang, here)
+    return here, fig, words if here else gr.Markdown(value=status + "\n\n" + words.value)
 
 
 def precision_choices(lang: str) -> list[tuple[str, str]]:
@@ -113,32 +142,37 @@ def step_data(value, lang: str = "en", live_model: bool = True, fmt: str = "floa
     return i, card(i, lang, live), figure(key, lang, live, fmt), run_text(key, lang)
 
 
-def step_views(value, lang: str = "en", fmt: str = "float32") -> tuple:
-    """The callbacks' (radio, card, figure, text, open button, precision switch, its words) of step `value`."""
+def step_views(value, lang: str = "en", fmt: str = "float32", here: dict | None = None) -> tuple:
+    """The callbacks' (radio, card, figure, text, open button, precision switch, its words, measure button) of
+    step `value`; here: step 8's measurement made on this machine, if the tab made one."""
+    from .lesson_measure import button
+
     lang = lang_of(lang)
     fmt = fmt if fmt in PRECISIONS else PRECISIONS[0]
     i, md, fig, text = step_data(value, lang, fmt=fmt)
     key = STEPS[i - 1].key
+    if here and BY_KEY[key].figure == "hardware":
+        fig = hardware_figure(lang, fmt, here)
     can_open = bool(BY_KEY[key].file and recorded_steps().get(key))
     hw = BY_KEY[key].figure == "hardware"
     return (gr.Radio(choices=choices(lang), value=i), md, gr.Plot(value=fig, visible=fig is not None),
             gr.HTML(value=text, visible=bool(text)), gr.Button(value=TEXT("open", lang), visible=can_open),
             gr.Radio(choices=precision_choices(lang), value=fmt, label=TEXT("prec.label", lang), visible=hw),
-            gr.Markdown(value=precision_text(fmt, lang) if hw else "", visible=hw))
+            gr.Markdown(value=precision_words(fmt, lang, here) if hw else "", visible=hw), button(lang, hw))
 
 
 def choices(lang: str) -> list[tuple[str, int]]:
     return [(f"{i} · {TEXT('title.' + s.key, lang)}", i) for i, s in enumerate(STEPS, start=1)]
 
 
-def shift(value, delta: int, lang: str = "en", fmt: str = "float32") -> tuple:
-    return step_views(step_of(value) + delta, lang, fmt)
+def shift(value, delta: int, lang: str = "en", fmt: str = "float32", here: dict | None = None) -> tuple:
+    return step_views(step_of(value) + delta, lang, fmt, here)
 
 
-def redraw(value, lang: str = "en", fmt: str = "float32") -> tuple:
+def redraw(value, lang: str = "en", fmt: str = "float32", here: dict | None = None) -> tuple:
     """The language switch: the step again in `lang`, and the tab's own labels."""
     lang = lang_of(lang)
-    return (*step_views(value, lang, fmt), gr.Tab(label=TEXT("tab", lang)), gr.Button(value=TEXT("prev", lang)),
+    return (*step_views(value, lang, fmt, here), gr.Tab(label=TEXT("tab", lang)), gr.Button(value=TEXT("prev", lang)),
             gr.Button(value=TEXT("next", lang)), gr.Button(value=TEXT("live", lang)), TEXT("intro", lang))
 
 
@@ -191,6 +225,8 @@ def tab(c: dict, lang: str = "en") -> None:
                                          visible=False, elem_id="eg-lesson-precision")
         c["lesson_precision_text"] = gr.Markdown("", visible=False, elem_id="eg-lesson-precision-text",
                                                  elem_classes="eg-learn")
+        c["lesson_measure"] = gr.Button(TEXT("prec.measure", lang), size="sm", visible=False, elem_id="eg-lesson-measure")
+        c["lesson_here"] = gr.State(None)  # step 8's measurement made on this machine, once the button ran
         c["lesson_figure"] = gr.Plot(fig, show_label=False, label="lesson figure", elem_id="eg-lesson-figure",
                                      visible=fig is not None)
         c["lesson_text"] = gr.HTML(text, elem_id="eg-lesson-text", visible=bool(text))
@@ -205,14 +241,16 @@ def wire(page) -> None:
 
     c = page.c
     views = [c["lesson_step"], c["lesson_card"], c["lesson_figure"], c["lesson_text"], c["lesson_open"],
-             c["lesson_precision"], c["lesson_precision_text"]]
+             c["lesson_precision"], c["lesson_precision_text"], c["lesson_measure"]]
     hidden = dict(api_visibility="private", show_progress="hidden")
-    ins = [c["lesson_step"], c["lang"], c["lesson_precision"]]
+    ins = [c["lesson_step"], c["lang"], c["lesson_precision"], c["lesson_here"]]
     c["lesson_step"].input(step_views, ins, views, **hidden)
-    c["lesson_prev"].click(lambda v, lang, f: shift(v, -1, lang, f), ins, views, **hidden)
-    c["lesson_next"].click(lambda v, lang, f: shift(v, +1, lang, f), ins, views, **hidden)
-    c["lesson_precision"].input(precision_views, [c["lesson_precision"], c["lang"]],
-                                [c["lesson_figure"], c["lesson_precision_text"]], **hidden)
+    c["lesson_prev"].click(lambda v, lang, f, h: shift(v, -1, lang, f, h), ins, views, **hidden)
+    c["lesson_next"].click(lambda v, lang, f, h: shift(v, +1, lang, f, h), ins, views, **hidden)
+    step8 = [c["lesson_figure"], c["lesson_precision_text"]]
+    c["lesson_precision"].input(precision_views, [c["lesson_precision"], c["lang"], c["lesson_here"]], step8, **hidden)
+    c["lesson_measure"].click(on_measure_here, [c["lesson_precision"], c["lang"]], [c["lesson_here"]] + step8,
+                              api_visibility="private")
     c["lang"].change(redraw, ins,
                      views + [c["lesson_tab"], c["lesson_prev"], c["lesson_next"], c["lesson_live"], c["lesson_intro"]],
                      **hidden)

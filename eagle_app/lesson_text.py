@@ -75,8 +75,14 @@ TEXT = Strings({
                      "tree, the same prompt decoded) takes a quiet machine and `{command}`.",
                      "<b>{name}</b>：尚未记录：这份记录只有 {f_name}。要记录它（t(k)、最佳树、同一提示词的解码），需要一台安静的"
                      "机器并运行 `{command}`。"),
-    "prec.unavailable": ("**{name}**: not available: the recording machine could not run it ({why}).",
-                         "<b>{name}</b>：无法使用：录制的机器上不能运行它（{why}）。"),
+    "prec.measure": ("Measure both formats on this machine", "在本机测量两种格式"),
+    "prec.waiting": ("Waiting for the decoder: a run is in progress…", "正在等待解码器：有一次运行正在进行……"),
+    "prec.no_model": ("No model: {error}", "没有模型：{error}"),
+    "prec.failed": ("The measurement failed: {error}. Shown: the record.", "测量失败：{error}。当前显示的是记录。"),
+    "prec.here": ("**Measured here:** {machine}, {threads} thread(s), {seconds} s (t(k) and the head's steps; no decode).",
+                  "<b>本机实测：</b>{machine}，{threads} 个线程，用时 {seconds} 秒（只测 t(k) 与草稿头的步，不解码）。"),
+    "prec.unavailable": ("**{name}**: not available: it could not run where these figures were taken ({why}).",
+                         "<b>{name}</b>：无法使用：测得这些数据的机器上不能运行它（{why}）。"),
 
     # 1 ------------------------------------------------------------------------------------------------
     "title.cost": ("Why one pass over k tokens costs about one", "为什么 k 个词元的一次前向只花约一次的代价"),

@@ -175,3 +175,53 @@ def test_the_recorder_measures_the_blocks_curve_where_they_run(tmp_path, tiny_en
     assert g["decode"]["eagle2"]["token_ids"] == g["decode"]["vanilla"]["token_ids"]  # greedy identity in the format
     fl = hw.format_lessons(hw.load_recorded(str(path)), {"tau": {"1,1,1": 1.5}, "trees": [SMALL]})
     assert fl["gguf"]["state"] == fl["float32"]["state"] == "recorded"
+
+
+# ------------------------------------------------------------------------------------- measured here
+def holder_of(engine):
+    from eagle_app.model import ModelHolder
+
+    holder = ModelHolder()
+    holder.set_engine(engine)
+    return holder
+
+
+def small_measure(target, head, vocab, trees, progress=None, **kw):
+    return hw.measure(target, head, vocab, trees, ctx=20, repeats=1, head_repeats=1, progress=progress)
+
+
+def test_measuring_here_times_float32_and_says_why_the_blocks_cannot_run(tiny_engine, monkeypatch):
+    import eagle_app.model
+    from eagle_app import lesson_measure
+    from eagle_app.callbacks.decoding import LINE
+
+    monkeypatch.setattr(eagle_app.model, "MODEL", holder_of(tiny_engine))
+    monkeypatch.setattr(lesson_measure, "measure", small_measure)
+    calls = []
+    here, status = lesson_measure.measure_here("zh", lambda f, desc="": calls.append(f))
+    assert LINE._line == [] and max(calls, default=0.0) <= 1.0  # the slot given back; progress within the bar
+    assert here["format"] == "float32" and here["forward_ms"]["1"] > 0
+    assert "default model's GGUF file" in here["formats"]["gguf"]["unavailable"]  # the tiny model has none
+    assert status == lesson_measure.here_line(here, "zh") and status.startswith("<b>本机实测")
+    fl = hw.format_lessons(here, hw.load_tau_table())
+    assert fl["float32"]["state"] == "recorded" and fl["gguf"]["state"] == "unavailable"
+    # step 8 then reads the measurement, labelled, in either format and language
+    words = lesson.precision_words("gguf", "en", here)
+    assert words.startswith("**Measured here:**") and "not available" in words
+    views = lesson.step_views(len(lesson.STEPS), "en", "gguf", here)
+    assert views[6].value == words and views[7].visible
+
+
+def test_a_failing_measurement_here_keeps_the_record_and_gives_the_slot_back(tiny_engine, monkeypatch):
+    import eagle_app.model
+    from eagle_app import lesson_measure
+    from eagle_app.callbacks.decoding import LINE
+
+    def broken(*a, **k):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(eagle_app.model, "MODEL", holder_of(tiny_engine))
+    monkeypatch.setattr(lesson_measure, "measure", broken)
+    here, fig, words = lesson.on_measure_here("float32", "en", lambda *a, **k: None)
+    assert here is None and LINE._line == [] and "out of memory" in words.value
+    assert cards.precision_text("float32", "en") in words.value and fig.value is not None

@@ -78,7 +78,7 @@ def hardware_figure(lang: str, fmt: str = "float32", here: dict | None = None):
     m, table = _step8_record(here)
     if not m:
         return precision_figure({}, None, fmt, lang)
-    return precision_figure(format_lessons(m, table), predicted(m, table), fmt, lang, m.get("hardware", ""))
+    return precision_figure(format_lessons(m, table), predicted(m, table), fmt, lang, here=bool(here))
 
 
 def precision_words(fmt: str, lang: str, here: dict | None = None) -> str:

@@ -149,7 +149,7 @@ def precision_text(chosen: str = "float32", lang: str = "en", measured: dict | N
     nf, ng = f["best"]["nodes"], g["best"]["nodes"]
     move = TEXT("prec.smaller" if ng < nf else "prec.larger" if ng > nf else "prec.same", lang, f_best=f["best"]["tree"],
                 f_name=name["float32"], g_best=g["best"]["tree"], g_name=name["gguf"], g_speedup=_f2(g["best"]["speedup"]))
-    parts = [shown(chosen), rise + " " + move]
+    parts = [shown(chosen), rise + ("" if lang == "zh" else " ") + move]
     dec = decode_sentence(f.get("decode"), g.get("decode"), name, lang)
     return "\n\n".join(parts + ([dec] if dec else []))
 

@@ -118,6 +118,9 @@ def test_the_figure_draws_both_formats_the_picked_one_bold():
     fl = hw.format_lessons(BOTH, TABLE)
     fig = precision_figure(fl, hw.lesson(BOTH, TABLE), "gguf", "en")
     curves = {t.legendgroup: t for t in fig.data if t.name and t.name.endswith("recorded")}
+    here = precision_figure(fl, None, "gguf", "zh", here=True)
+    assert {t.name for t in here.data if t.mode == "lines+markers" and t.showlegend is not False} == {
+        HW("prec_curve_here", "zh", name=HW(f"fmt.{f}", "zh")) for f in ("float32", "gguf")}
     assert list(curves["gguf"].y) == [10.0, 13.0, 20.0, 40.0, 150.0] and list(curves["float32"].x) == [1, 2, 4, 8, 32]
     assert curves["gguf"].line.width > curves["float32"].line.width
     stars = sorted((t.legendgroup, t.text[0]) for t in fig.data if t.marker.symbol == "star")

@@ -106,6 +106,7 @@ TEXT = Strings({
     "prec_tk": ("t(k): one pass over k tokens (ms)", "t(k)：k 个词元的一次前向（毫秒）"),
     "prec_speed": ("predicted speedup (×) vs tokens verified", "预测加速比（×）与验证的词元数"),
     "prec_curve": ("{name}, recorded", "{name}，记录值"),
+    "prec_curve_here": ("{name}, measured here", "{name}，本机实测"),
     "prec_best": ("best in {name}: {tree}, {speedup:.2f}×", "{name} 中的最佳树：{tree}，{speedup:.2f}×"),
     "prec_missing": ("{name}: not recorded yet", "{name}：尚未记录"),
     "prec_unavailable": ("{name}: not available on the recording machine", "{name}：录制的机器上无法运行"),
@@ -209,11 +210,12 @@ def forward_figure(measured: dict | None, rows: int, lang: str = "en", kmax: int
 
 
 def precision_figure(formats: dict, gpu: dict | None, chosen: str = "float32", lang: str = "en",
-                     machine: str = "") -> go.Figure:
+                     here: bool = False) -> go.Figure:
     """The lesson's step 8 with its precision switch. Left: each weight format's recorded t(k) (k up to 32);
     right: each format's predicted speedup per tree (its best starred) beside the GPU illustration.
     formats: eagle_core.machine.hardware.format_lessons(); gpu: lesson()'s {"gpu": rows, "best_gpu", "gpu_share"}
-    or None. A format not recorded (or not runnable where the record was made) is named in a note, not drawn."""
+    or None; here: measured on this machine, not the record (the legend says which). A format not recorded (or
+    not runnable where the record was made) is named in a note, not drawn."""
     from plotly.subplots import make_subplots
 
     T = TEXT.table(lang)
@@ -233,7 +235,7 @@ def precision_figure(formats: dict, gpu: dict | None, chosen: str = "float32", l
         line = dict(color=color, width=4 if bold else 1.5)
         marker = dict(symbol=symbol, size=8 if bold else 5, color=color)
         ks = list(f["curve"])
-        fig.add_trace(go.Scatter(x=ks, y=[f["curve"][k] for k in ks], name=T["prec_curve"].format(name=name),
+        fig.add_trace(go.Scatter(x=ks, y=[f["curve"][k] for k in ks], name=T["prec_curve_here" if here else "prec_curve"].format(name=name),
                                  mode="lines+markers", line=line, marker=marker, opacity=1.0 if bold else 0.55,
                                  legendgroup=fmt, hovertemplate=T["fwd_hover"]), row=1, col=1)
         rows = f["rows"]
@@ -243,8 +245,9 @@ def precision_figure(formats: dict, gpu: dict | None, chosen: str = "float32", l
                                  showlegend=False, customdata=[[r["tree"]] for r in rows],
                                  hovertemplate=T["prec_tree_hover"]), row=1, col=2)
         b = f["best"]
+        where = "top center" if fmt == "float32" else "bottom center"  # two bests on one tree: both labels read
         fig.add_trace(go.Scatter(x=[b["nodes"]], y=[b["speedup"]], mode="markers+text", text=[b["tree"]],
-                                 textposition="top center", cliponaxis=False, hoverinfo="skip", legendgroup=fmt,
+                                 textposition=where, cliponaxis=False, hoverinfo="skip", legendgroup=fmt,
                                  name=T["prec_best"].format(name=name, tree=b["tree"], speedup=b["speedup"]),
                                  marker=dict(symbol="star", size=20 if bold else 14, color=color,
                                              line=dict(color=INK, width=1.5))), row=1, col=2)

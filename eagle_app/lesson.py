@@ -19,13 +19,15 @@ import gradio as gr
 import viz
 from viz.i18n import lang_of
 
-from .lesson_cards import _recorded, card, live_head_inputs, recorded_steps, trace
+from .lesson_cards import _recorded, card, live_head_inputs, precision_text, recorded_steps, trace
 from .lesson_plan import BY_KEY, LESSON_DIR, PRESET, STEPS, TREE
 from .lesson_text import TEXT
 
+PRECISIONS = ("float32", "gguf")  # step 8's switch: the target's weights as float32, or the GGUF's own blocks
+
 # ------------------------------------------------------------------------------------- figures
-def figure(key: str, lang: str, live: dict | None = None):
-    """The step's one figure (None when its trace is not recorded yet)."""
+def figure(key: str, lang: str, live: dict | None = None, fmt: str = "float32"):
+    """The step's one figure (None when its trace is not recorded yet); step 8's in the precision `fmt` picked."""
     from viz.head_inputs import head_inputs_figure
     from viz.hardware import forward_figure
 
@@ -36,9 +38,7 @@ def figure(key: str, lang: str, live: dict | None = None):
     if step.figure == "head_inputs":
         return head_inputs_figure(live, lang)
     if step.figure == "hardware":
-        from .hardware import recorded_views
-
-        return recorded_views(lang)[0]
+        return hardware_figure(lang, fmt)
     if step.figure == "languages":
         from viz.languages import language_figure, load_language_rows
 
@@ -57,6 +57,61 @@ def figure(key: str, lang: str, live: dict | None = None):
     if step.figure == "probs":
         return viz.probs_figure(c, lang)
     return viz.tree_figure(c, lang=lang)
+
+
+def _step8_record(here: dict | None):
+    """(record, tau table) step 8 reads: the measurement made here ("measure here"), else the hardware record."""
+    if here:
+        from eagle_core.machine import load_tau_table
+
+        return here, load_tau_table()
+    return _recorded()
+
+
+def hardware_figure(lang: str, fmt: str = "float32", here: dict | None = None):
+    """Step 8: both weight formats' t(k) and predicted speedup per tree from the hardware record (the GGUF's
+    blocks named "not recorded yet" where the record lacks them), the switch's format drawn bold."""
+    from eagle_core.machine import lesson as predicted
+    from eagle_core.machine.hardware import format_lessons
+    from viz.hardware import precision_figure
+
+    m, table = _step8_record(here)
+    if not m:
+        return precision_figure({}, None, fmt, lang)
+    return precision_figure(format_lessons(m, table), predicted(m, table), fmt, lang, here=bool(here))
+
+
+def precision_words(fmt: str, lang: str, here: dict | None = None) -> str:
+    """Step 8's words under the switch: from the measurement made here (so labelled) or the record."""
+    if not here:
+        return precision_text(fmt, lang)
+    from .lesson_measure import here_line
+
+    m, table = _step8_record(here)
+    return here_line(here, lang) + "\n\n" + precision_text(fmt, lang, m, table)
+
+
+def precision_views(fmt, lang: str = "en", here: dict | None = None) -> tuple:
+    """The precision switch: (step 8's figure, its words) in format `fmt`."""
+    lang = lang_of(lang)
+    fmt = fmt if fmt in PRECISIONS else PRECISIONS[0]
+    return gr.Plot(value=hardware_figure(lang, fmt, here)), gr.Markdown(value=precision_words(fmt, lang, here))
+
+
+def on_measure_here(fmt, lang: str = "en", progress=gr.Progress()) -> tuple:
+    """Step 8's "measure here": (the measurement kept for the tab, figure, words); a failure keeps the record."""
+    from .lesson_measure import measure_here
+
+    lang = lang_of(lang)
+    here, status = measure_here(lang, progress)
+    fig, words = precision_views(fmt, lang, here)
+    return here, fig, words if here else gr.Markdown(value=status + "\n\n" + words.value)
+
+
+def precision_choices(lang: str) -> list[tuple[str, str]]:
+    from viz.hardware import TEXT as HW
+
+    return [(HW(f"fmt.{f}", lang), f) for f in PRECISIONS]
 
 
 def run_text(key: str, lang: str) -> str:
@@ -78,37 +133,46 @@ def step_of(value) -> int:
     return min(max(i, 1), len(STEPS))
 
 
-def step_data(value, lang: str = "en", live_model: bool = True) -> tuple:
+def step_data(value, lang: str = "en", live_model: bool = True, fmt: str = "float32") -> tuple:
     """(step number, card, figure or None, text HTML) of the step `value` in `lang`. live_model: step 2 asks
-    the page's engine for the head's inputs (False: the sketch, as at build time)."""
+    the page's engine for the head's inputs (False: the sketch, as at build time); fmt: step 8's precision."""
     i = step_of(value)
     key = STEPS[i - 1].key
     live = live_head_inputs() if key == "head" and live_model else None
-    return i, card(i, lang, live), figure(key, lang, live), run_text(key, lang)
+    return i, card(i, lang, live), figure(key, lang, live, fmt), run_text(key, lang)
 
 
-def step_views(value, lang: str = "en") -> tuple:
-    """The callbacks' (radio, card, figure, text, open button) of the step `value` in `lang`."""
+def step_views(value, lang: str = "en", fmt: str = "float32", here: dict | None = None) -> tuple:
+    """The callbacks' (radio, card, figure, text, open button, precision switch, its words, measure button) of
+    step `value`; here: step 8's measurement made on this machine, if the tab made one."""
+    from .lesson_measure import button
+
     lang = lang_of(lang)
-    i, md, fig, text = step_data(value, lang)
+    fmt = fmt if fmt in PRECISIONS else PRECISIONS[0]
+    i, md, fig, text = step_data(value, lang, fmt=fmt)
     key = STEPS[i - 1].key
+    if here and BY_KEY[key].figure == "hardware":
+        fig = hardware_figure(lang, fmt, here)
     can_open = bool(BY_KEY[key].file and recorded_steps().get(key))
+    hw = BY_KEY[key].figure == "hardware"
     return (gr.Radio(choices=choices(lang), value=i), md, gr.Plot(value=fig, visible=fig is not None),
-            gr.HTML(value=text, visible=bool(text)), gr.Button(value=TEXT("open", lang), visible=can_open))
+            gr.HTML(value=text, visible=bool(text)), gr.Button(value=TEXT("open", lang), visible=can_open),
+            gr.Radio(choices=precision_choices(lang), value=fmt, label=TEXT("prec.label", lang), visible=hw),
+            gr.Markdown(value=precision_words(fmt, lang, here) if hw else "", visible=hw), button(lang, hw))
 
 
 def choices(lang: str) -> list[tuple[str, int]]:
     return [(f"{i} · {TEXT('title.' + s.key, lang)}", i) for i, s in enumerate(STEPS, start=1)]
 
 
-def shift(value, delta: int, lang: str = "en") -> tuple:
-    return step_views(step_of(value) + delta, lang)
+def shift(value, delta: int, lang: str = "en", fmt: str = "float32", here: dict | None = None) -> tuple:
+    return step_views(step_of(value) + delta, lang, fmt, here)
 
 
-def redraw(value, lang: str = "en") -> tuple:
+def redraw(value, lang: str = "en", fmt: str = "float32", here: dict | None = None) -> tuple:
     """The language switch: the step again in `lang`, and the tab's own labels."""
     lang = lang_of(lang)
-    return (*step_views(value, lang), gr.Tab(label=TEXT("tab", lang)), gr.Button(value=TEXT("prev", lang)),
+    return (*step_views(value, lang, fmt, here), gr.Tab(label=TEXT("tab", lang)), gr.Button(value=TEXT("prev", lang)),
             gr.Button(value=TEXT("next", lang)), gr.Button(value=TEXT("live", lang)), TEXT("intro", lang))
 
 
@@ -157,6 +221,12 @@ def tab(c: dict, lang: str = "en") -> None:
             c["lesson_next"] = gr.Button(TEXT("next", lang), size="sm", min_width=110, scale=0, elem_id="eg-lesson-next")
         _, first, fig, text = step_data(1, lang, live_model=False)
         c["lesson_card"] = gr.Markdown(first, elem_id="eg-lesson-card", elem_classes="eg-learn")
+        c["lesson_precision"] = gr.Radio(precision_choices(lang), value=PRECISIONS[0], label=TEXT("prec.label", lang),
+                                         visible=False, elem_id="eg-lesson-precision")
+        c["lesson_precision_text"] = gr.Markdown("", visible=False, elem_id="eg-lesson-precision-text",
+                                                 elem_classes="eg-learn")
+        c["lesson_measure"] = gr.Button(TEXT("prec.measure", lang), size="sm", visible=False, elem_id="eg-lesson-measure")
+        c["lesson_here"] = gr.State(None)  # step 8's measurement made on this machine, once the button ran
         c["lesson_figure"] = gr.Plot(fig, show_label=False, label="lesson figure", elem_id="eg-lesson-figure",
                                      visible=fig is not None)
         c["lesson_text"] = gr.HTML(text, elem_id="eg-lesson-text", visible=bool(text))
@@ -170,12 +240,18 @@ def wire(page) -> None:
     from . import settings
 
     c = page.c
-    views = [c["lesson_step"], c["lesson_card"], c["lesson_figure"], c["lesson_text"], c["lesson_open"]]
+    views = [c["lesson_step"], c["lesson_card"], c["lesson_figure"], c["lesson_text"], c["lesson_open"],
+             c["lesson_precision"], c["lesson_precision_text"], c["lesson_measure"]]
     hidden = dict(api_visibility="private", show_progress="hidden")
-    c["lesson_step"].input(step_views, [c["lesson_step"], c["lang"]], views, **hidden)
-    c["lesson_prev"].click(lambda v, lang: shift(v, -1, lang), [c["lesson_step"], c["lang"]], views, **hidden)
-    c["lesson_next"].click(lambda v, lang: shift(v, +1, lang), [c["lesson_step"], c["lang"]], views, **hidden)
-    c["lang"].change(redraw, [c["lesson_step"], c["lang"]],
+    ins = [c["lesson_step"], c["lang"], c["lesson_precision"], c["lesson_here"]]
+    c["lesson_step"].input(step_views, ins, views, **hidden)
+    c["lesson_prev"].click(lambda v, lang, f, h: shift(v, -1, lang, f, h), ins, views, **hidden)
+    c["lesson_next"].click(lambda v, lang, f, h: shift(v, +1, lang, f, h), ins, views, **hidden)
+    step8 = [c["lesson_figure"], c["lesson_precision_text"]]
+    c["lesson_precision"].input(precision_views, [c["lesson_precision"], c["lang"], c["lesson_here"]], step8, **hidden)
+    c["lesson_measure"].click(on_measure_here, [c["lesson_precision"], c["lang"]], [c["lesson_here"]] + step8,
+                              api_visibility="private")
+    c["lang"].change(redraw, ins,
                      views + [c["lesson_tab"], c["lesson_prev"], c["lesson_next"], c["lesson_live"], c["lesson_intro"]],
                      **hidden)
     c["lesson_open"].click(open_in_decode, [c["lesson_step"], c["lang"]], page.all, **hidden).then(

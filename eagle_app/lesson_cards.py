@@ -104,6 +104,71 @@ def hardware_facts(lang: str) -> dict:
                 gpu_rows=q["gpu_nodes"], gpu_c=q["gpu_c"], gpu_tau=q["gpu_tau"])
 
 
+RECORD_FORMATS = "python scripts/record_traces.py --records"  # the recorder of every weight format's curve
+
+
+def _format_name(fmt: str, lang: str) -> str:
+    from viz.hardware import TEXT as HW
+
+    return HW(f"fmt.{fmt}", lang)
+
+
+def precision_text(chosen: str = "float32", lang: str = "en", measured: dict | None = None,
+                   table: dict | None = None) -> str:
+    """Step 8's precision switch in words, every figure from the hardware record: the chosen format's t(1),
+    t(k) and best tree, then how the GGUF's blocks differ from float32 (the curve's rise, where the best tree
+    moves, the same prompt's tokens/s) or why they are not shown (not recorded yet / not runnable there)."""
+    from eagle_core.machine.hardware import FORMATS, format_lessons
+
+    if measured is None:
+        measured, table = _recorded()
+    if not measured:
+        return ""
+    fl = format_lessons(measured, table)
+    chosen = chosen if chosen in FORMATS else "float32"
+    name = {fmt: _format_name(fmt, lang) for fmt in FORMATS}
+    f, g = fl["float32"], fl["gguf"]
+    common = sorted(set(f.get("curve", {})) & set(g.get("curve", {})) or f.get("curve", {}))
+    k = common[-1] if common else 1
+
+    def shown(fmt):
+        x = fl[fmt]
+        c = x["curve"]
+        return TEXT("prec.shown", lang, name=name[fmt], t1=_f1(c[1]), k=k, tk=_f1(_t(c, k)), r=_f2(_t(c, k) / c[1]),
+                    best=x["best"]["tree"], speedup=_f2(x["best"]["speedup"]))
+
+    if g["state"] != "recorded":
+        why = TEXT("prec.missing", lang, name=name["gguf"], f_name=name["float32"], command=RECORD_FORMATS) \
+            if g["state"] == "missing" else TEXT("prec.unavailable", lang, name=name["gguf"], why=md_text(g["why"]))
+        return "\n\n".join(([shown("float32")] if f["state"] == "recorded" else []) + [why])
+    if f["state"] != "recorded":
+        return shown("gguf")
+    r = {fmt: _t(fl[fmt]["curve"], k) / fl[fmt]["curve"][1] for fmt in FORMATS}
+    rise = TEXT("prec.steeper" if r["gguf"] > r["float32"] else "prec.flatter", lang, k=k, g_r=_f2(r["gguf"]),
+                g_name=name["gguf"], f_name=name["float32"], f_r=_f2(r["float32"]))
+    nf, ng = f["best"]["nodes"], g["best"]["nodes"]
+    move = TEXT("prec.smaller" if ng < nf else "prec.larger" if ng > nf else "prec.same", lang, f_best=f["best"]["tree"],
+                f_name=name["float32"], g_best=g["best"]["tree"], g_name=name["gguf"], g_speedup=_f2(g["best"]["speedup"]))
+    parts = [shown(chosen), rise + ("" if lang == "zh" else " ") + move]
+    dec = decode_sentence(f.get("decode"), g.get("decode"), name, lang)
+    return "\n\n".join(parts + ([dec] if dec else []))
+
+
+def decode_sentence(fd: dict | None, gd: dict | None, name: dict, lang: str) -> str:
+    """The same prompt's tokens/s in both formats (the record's decode_rates), or "" when either lacks it."""
+    try:
+        fv, fe = fd["vanilla"], fd[fd["method"]]
+        gv, ge = gd["vanilla"], gd[gd["method"]]
+    except (TypeError, KeyError):
+        return ""
+    same = next((i for i, (a, b) in enumerate(zip(fv["token_ids"], gv["token_ids"])) if a != b),
+                min(len(fv["token_ids"]), len(gv["token_ids"])))
+    return TEXT("prec.decode", lang, prompt=md_text(fd.get("prompt", "")), n=fd.get("max_new_tokens", "—"),
+                f_name=name["float32"], f_van=_f1(fv["tokens_per_s"]), f_eagle=_f1(fe["tokens_per_s"]), f_tau=_f2(fe["tau"]),
+                g_name=name["gguf"], g_van=_f1(gv["tokens_per_s"]), g_eagle=_f1(ge["tokens_per_s"]), g_tau=_f2(ge["tau"]),
+                same=same)
+
+
 def head3_layers(lang: str = "en") -> str:
     try:
         with open(HEAD3_CONFIG, encoding="utf-8") as f:

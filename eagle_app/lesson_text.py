@@ -46,6 +46,43 @@ TEXT = Strings({
                       "第一个在兄弟节点被拒绝后接受草稿、且门槛明显高于其 p 的轮次"),
     "rule.languages": ("the first cycle whose accepted path holds a byte token", "第一个接受路径中含有字节词元的轮次"),
     "per_char": ("{n} take {k} token(s)", "{n} 个占 {k} 个词元"),
+    # step 8's precision switch (lesson_cards.precision_text): the two weight formats, read from the hardware record
+    "prec.label": ("Precision of the target's weights", "目标模型权重的精度"),
+    "prec.shown": ("**{name}**: t(1) = {t1} ms, t({k}) = {tk} ms, {r}× t(1). Best tree from the same τ table: "
+                   "{best} ({speedup}× predicted).",
+                   "<b>{name}</b>：t(1) = {t1} 毫秒，t({k}) = {tk} 毫秒，是 t(1) 的 {r} 倍。用同一张 τ 表预测的最佳树："
+                   "{best}（预测 {speedup}×）。"),
+    "prec.steeper": ("From one row to {k} rows, t(k) grows {g_r}× in {g_name}, against {f_name}'s {f_r}×: a pass that "
+                     "reads less is priced by its rows' arithmetic, so the machine turns from memory-bound toward "
+                     "compute-bound.",
+                     "从一行到 {k} 行，t(k) 增长 {g_r} 倍（{g_name}），而 {f_name} 是 {f_r} 倍：一次前向读得更少，代价就由各行的"
+                     "算术决定，机器从受内存带宽限制转向受计算限制。"),
+    "prec.flatter": ("From one row to {k} rows, t(k) grows {g_r}× in {g_name}, against {f_name}'s {f_r}×: on this "
+                     "record the blocks' curve is no steeper.",
+                     "从一行到 {k} 行，t(k) 增长 {g_r} 倍（{g_name}），而 {f_name} 是 {f_r} 倍：在这份记录中，权重块的曲线并不更陡。"),
+    "prec.smaller": ("So the best tree moves smaller: {f_best} in {f_name}, {g_best} in {g_name} ({g_speedup}× predicted).",
+                     "所以最佳的树变小：{f_best}（{f_name}）→ {g_best}（{g_name}，预测 {g_speedup}×）。"),
+    "prec.larger": ("Here the best tree moves larger: {f_best} in {f_name}, {g_best} in {g_name} ({g_speedup}× predicted).",
+                    "这里最佳的树反而变大：{f_best}（{f_name}）→ {g_best}（{g_name}，预测 {g_speedup}×）。"),
+    "prec.same": ("The best tree keeps its size: {f_best} in {f_name}, {g_best} in {g_name} ({g_speedup}× predicted).",
+                  "最佳的树大小不变：{f_best}（{f_name}），{g_best}（{g_name}，预测 {g_speedup}×）。"),
+    "prec.decode": ("The same prompt, “{prompt}”, {n} new tokens: {f_name} vanilla {f_van} and EAGLE {f_eagle} "
+                    "tokens/s (τ {f_tau}); {g_name} vanilla {g_van} and EAGLE {g_eagle} tokens/s (τ {g_tau}). The two "
+                    "formats' vanilla texts agree on their first {same} tokens.",
+                    "同一个提示词“{prompt}”，{n} 个新词元：{f_name} 普通解码 {f_van}、EAGLE {f_eagle} 词元/秒（τ {f_tau}）；"
+                    "{g_name} 普通解码 {g_van}、EAGLE {g_eagle} 词元/秒（τ {g_tau}）。两种格式的普通解码文本前 {same} 个词元相同。"),
+    "prec.missing": ("**{name}**: not recorded yet: this record holds {f_name} only. Recording it (its t(k), its best "
+                     "tree, the same prompt decoded) takes a quiet machine and `{command}`.",
+                     "<b>{name}</b>：尚未记录：这份记录只有 {f_name}。要记录它（t(k)、最佳树、同一提示词的解码），需要一台安静的"
+                     "机器并运行 `{command}`。"),
+    "prec.measure": ("Measure both formats on this machine", "在本机测量两种格式"),
+    "prec.waiting": ("Waiting for the decoder: a run is in progress…", "正在等待解码器：有一次运行正在进行……"),
+    "prec.no_model": ("No model: {error}", "没有模型：{error}"),
+    "prec.failed": ("The measurement failed: {error}. Shown: the record.", "测量失败：{error}。当前显示的是记录。"),
+    "prec.here": ("**Measured here:** {machine}, {threads} thread(s), {seconds} s (t(k) and the head's steps; no decode).",
+                  "<b>本机实测：</b>{machine}，{threads} 个线程，用时 {seconds} 秒（只测 t(k) 与草稿头的步，不解码）。"),
+    "prec.unavailable": ("**{name}**: not available: it could not run where these figures were taken ({why}).",
+                         "<b>{name}</b>：无法使用：测得这些数据的机器上不能运行它（{why}）。"),
 
     # 1 ------------------------------------------------------------------------------------------------
     "title.cost": ("Why one pass over k tokens costs about one", "为什么 k 个词元的一次前向只花约一次的代价"),

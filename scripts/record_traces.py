@@ -10,8 +10,8 @@ What it does:
 - records with the app's own engine and Worker (the default model and heads, or EAGLE_APP_MODEL /
   EAGLE_APP_HEAD), the examples (viz/examples.py, EXAMPLES: the page's own method and tree) and the
   lesson's steps (eagle_app/lesson_plan.py, STEPS: each step's own settings; a step without a file has no
-  trace); --records re-records assets/learn/ (tau per tree and the timings of the hardware panel, tau per
-  language for both heads) and the README's rows that quote them;
+  trace); --records re-records assets/learn/ (tau per tree and the timings of the hardware panel, in each weight
+  format with the lesson's step 8 prompt decoded in each, tau per language for both heads) and the README's rows;
 - warms the engine up first: an untimed decode of every method and tree it records, on the engine thread
   that times them, so that no trace holds a cold first cycle;
 - stamps every file with the CPU model, the date, this command, the machine's load and its calibrated t(1).
@@ -176,7 +176,6 @@ def rows_cost(recorded_path: str):
     """t(rows)/t(1) from a hardware record (None without one): how much a big tree may cost to verify."""
     try:
         from eagle_core.machine.hardware import interp, load_recorded
-
         fwd = load_recorded(recorded_path)["forward_ms"]
         return lambda rows: interp(fwd, rows) / fwd[1]
     except (OSError, ValueError, KeyError):
@@ -296,7 +295,9 @@ def record_records(engine, machine: Machine, learn_dir: str, to_assets: bool, mg
     timings) and tau per language for both heads; each stamped; into assets also the README's rows and the PNG."""
     import torch
 
+    from eagle_app.lesson_plan import BY_KEY
     from eagle_core.bench import hardware as bench_hw
+    from eagle_core.machine.hardware import record_formats
 
     stamp = machine.check("the records", first=True)
     threads = torch.get_num_threads()
@@ -304,8 +305,10 @@ def record_records(engine, machine: Machine, learn_dir: str, to_assets: bool, mg
     try:
         tau_path, hw_path = os.path.join(learn_dir, "tau_by_tree.json"), os.path.join(learn_dir, "hardware_recorded.json")
         os.makedirs(learn_dir, exist_ok=True)
-        table, m = bench_hw.record(engine, tau_path=tau_path, recorded_path=hw_path,
-                                   log=lambda s: print(s, file=sys.stderr, flush=True))
+        log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+        table, m = bench_hw.record(engine, tau_path=tau_path, recorded_path=hw_path, log=log)
+        step = BY_KEY["hardware"]  # the lesson's precision switch: each weight format's t(k) and its prompt decoded
+        record_formats(engine, hw_path, bench_hw.record_trees(), step.prompt, step.settings, log)
         for path in (tau_path, hw_path):
             stamp_file(path, stamp)
         record_languages(engine, os.path.join(learn_dir, "per_language.json"), stamp, mgsm)
@@ -316,7 +319,6 @@ def record_records(engine, machine: Machine, learn_dir: str, to_assets: bool, mg
         try:
             from eagle_core.bench.hardware_png import render_png
             from eagle_core.machine.hardware import lesson, load_recorded, load_tau_table
-
             m, table = load_recorded(hw_path), load_tau_table(tau_path)
             render_png(m, table, lesson(m, table), os.path.join(ROOT, "docs", "img", "hardware.png"))
         except ImportError as e:
@@ -326,9 +328,7 @@ def record_records(engine, machine: Machine, learn_dir: str, to_assets: bool, mg
 def stamp_file(path: str, stamp: dict) -> None:
     with open(path, encoding="utf-8") as f:
         d = json.load(f)
-    d["recorded"] = stamp
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(d, f, indent=1, ensure_ascii=False)
+    write_json_text(path, json.dumps({**d, "recorded": stamp}, indent=1, ensure_ascii=False))
 
 
 def record_languages(engine, path: str, stamp: dict, mgsm: str | None) -> None:

@@ -35,6 +35,15 @@ def walk(page, lang: str) -> None:
         if lesson.figure(s.key, lang) is not None:
             expect(page.locator("#eg-lesson-figure .js-plotly-plot")).to_be_visible(timeout=30_000)
         assert "**" not in card.inner_text() and "<b>" not in card.inner_text(), card.inner_text()
+        switch = page.locator("#eg-lesson-precision")
+        if s.figure == "hardware":  # step 8's precision switch: the GGUF's blocks picked, their words shown
+            from viz.hardware import TEXT as HW
+
+            switch.get_by_text(HW("fmt.gguf", lang)).click()
+            expect(page.locator("#eg-lesson-precision-text")).to_contain_text(HW("fmt.gguf", lang), timeout=30_000)
+            switch.get_by_text(HW("fmt.float32", lang)).click()
+        else:
+            expect(switch).to_be_hidden()
         page.wait_for_timeout(500)
         page.screenshot(path=os.path.join(SHOTS, f"app-lesson-{lang}-{i}.png"), full_page=True)  # each step, to look at
         assert card.is_visible() and page.get_by_text("Error", exact=True).count() == 0

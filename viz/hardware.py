@@ -99,7 +99,23 @@ TEXT = Strings({
     "fwd_naive": ("if each token cost a pass: k × t(1)", "若每个词元都要一次前向：k × t(1)"),
     "fwd_tree": ("the page's tree: {k} rows", "页面默认的树：{k} 行"),
     "fwd_hover": ("k = %{x}<br>%{y:.1f} ms<extra></extra>", "k = %{x}<br>%{y:.1f} 毫秒<extra></extra>"),
+    # the lesson's step 8 with its precision switch: both weight formats (precision_figure)
+    "fmt.float32": ("float32", "float32"),
+    "fmt.gguf": ("GGUF Q4_1 blocks", "GGUF Q4_1 权重块"),
+    "prec_title": ("t(k) and the best tree per weight format", "各权重格式的 t(k) 与最佳树"),
+    "prec_tk": ("t(k): one pass over k tokens (ms)", "t(k)：k 个词元的一次前向（毫秒）"),
+    "prec_speed": ("predicted speedup (×) vs tokens verified", "预测加速比（×）与验证的词元数"),
+    "prec_curve": ("{name}, recorded", "{name}，记录值"),
+    "prec_curve_here": ("{name}, measured here", "{name}，本机实测"),
+    "prec_best": ("best in {name}: {tree}, {speedup:.2f}×", "{name} 中的最佳树：{tree}，{speedup:.2f}×"),
+    "prec_missing": ("{name}: not recorded yet", "{name}：尚未记录"),
+    "prec_unavailable": ("{name}: not available on the recording machine", "{name}：录制的机器上无法运行"),
+    "prec_tree_hover": ("%{customdata[0]} · %{x} tokens<br>%{y:.2f}×<extra></extra>",
+                        "%{customdata[0]} · %{x} 个词元<br>%{y:.2f}×<extra></extra>"),
 })
+
+# per weight format: its colour and marker; the format the switch picked is drawn bold, the other thin
+FORMAT_STYLE = {"float32": (BLUE, "circle"), "gguf": (VERMILLION, "square")}
 
 
 def _curve(fig, rows, name, color, symbol, dash, hover):
@@ -190,4 +206,62 @@ def forward_figure(measured: dict | None, rows: int, lang: str = "en", kmax: int
     base_layout(fig, T["fwd_title"], height=460)
     fig.update_xaxes(title=T["fwd_x"], gridcolor="#eee")
     fig.update_yaxes(title=T["fwd_y"], gridcolor="#eee", rangemode="tozero", range=[0, max(fwd.values()) * 2.2])
+    return fig
+
+
+def precision_figure(formats: dict, gpu: dict | None, chosen: str = "float32", lang: str = "en",
+                     here: bool = False) -> go.Figure:
+    """The lesson's step 8 with its precision switch. Left: each weight format's recorded t(k) (k up to 32);
+    right: each format's predicted speedup per tree (its best starred) beside the GPU illustration.
+    formats: eagle_core.machine.hardware.format_lessons(); gpu: lesson()'s {"gpu": rows, "best_gpu", "gpu_share"}
+    or None; here: measured on this machine, not the record (the legend says which). A format not recorded (or
+    not runnable where the record was made) is named in a note, not drawn."""
+    from plotly.subplots import make_subplots
+
+    T = TEXT.table(lang)
+    if not formats or all(f["state"] != "recorded" for f in formats.values()):
+        return empty_figure(T["none_yet"].replace("**", ""), height=420)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.09, subplot_titles=(T["prec_tk"], T["prec_speed"]))
+    notes, nodes = [], set()
+    if formats.get(chosen, {}).get("state") != "recorded":  # the picked format is not drawn: the others are bold
+        chosen = next(fmt for fmt, f in formats.items() if f["state"] == "recorded")
+    for fmt, f in formats.items():
+        name = T[f"fmt.{fmt}"]
+        if f["state"] != "recorded":
+            notes.append(T["prec_missing" if f["state"] == "missing" else "prec_unavailable"].format(name=name))
+            continue
+        color, symbol = FORMAT_STYLE.get(fmt, (GREY, "circle"))
+        bold = fmt == chosen
+        line = dict(color=color, width=4 if bold else 1.5)
+        marker = dict(symbol=symbol, size=8 if bold else 5, color=color)
+        ks = list(f["curve"])
+        fig.add_trace(go.Scatter(x=ks, y=[f["curve"][k] for k in ks], name=T["prec_curve_here" if here else "prec_curve"].format(name=name),
+                                 mode="lines+markers", line=line, marker=marker, opacity=1.0 if bold else 0.55,
+                                 legendgroup=fmt, hovertemplate=T["fwd_hover"]), row=1, col=1)
+        rows = f["rows"]
+        nodes |= {r["nodes"] for r in rows}
+        fig.add_trace(go.Scatter(x=[r["nodes"] for r in rows], y=[r["speedup"] for r in rows], name=name, mode="lines+markers",
+                                 line=line, marker=marker, opacity=1.0 if bold else 0.55, legendgroup=fmt,
+                                 showlegend=False, customdata=[[r["tree"]] for r in rows],
+                                 hovertemplate=T["prec_tree_hover"]), row=1, col=2)
+        b = f["best"]
+        where = "top center" if fmt == "float32" else "bottom center"  # two bests on one tree: both labels read
+        fig.add_trace(go.Scatter(x=[b["nodes"]], y=[b["speedup"]], mode="markers+text", text=[b["tree"]],
+                                 textposition=where, cliponaxis=False, hoverinfo="skip", legendgroup=fmt,
+                                 name=T["prec_best"].format(name=name, tree=b["tree"], speedup=b["speedup"]),
+                                 marker=dict(symbol="star", size=20 if bold else 14, color=color,
+                                             line=dict(color=INK, width=1.5))), row=1, col=2)
+    if gpu:
+        g = gpu["gpu"]
+        fig.add_trace(go.Scatter(x=[r["nodes"] for r in g], y=[r["speedup"] for r in g], mode="lines",
+                                 name=T["gpu"].format(share=gpu["gpu_share"]), line=dict(color=ORANGE, width=2, dash="dash"),
+                                 customdata=[[r["tree"]] for r in g], hovertemplate=T["prec_tree_hover"]), row=1, col=2)
+    base_layout(fig, T["prec_title"], height=560)
+    for i, note in enumerate(notes):
+        fig.add_annotation(text=note, xref="x domain", yref="y domain", x=0.02, y=0.98 - 0.08 * i, showarrow=False,
+                           xanchor="left", font=dict(color=VERMILLION, size=13))
+    fig.update_xaxes(title=T["fwd_x"], gridcolor="#eee", row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", gridcolor="#eee", row=1, col=1)
+    fig.update_xaxes(title=T["x"], type="log", tickvals=sorted(nodes), gridcolor="#eee", row=1, col=2)
+    fig.update_yaxes(rangemode="tozero", gridcolor="#eee", row=1, col=2)
     return fig

@@ -101,6 +101,7 @@ def measure(target, head, draft_vocab, trees, ctx: int = 300, repeats: int = 3, 
     return {"forward_ms": fwd, "step_ms": step, "seconds": time.perf_counter() - t0, "rounds": len(rounds),
             "weights": weights(target, head, n_rows),
             "machine": machine_info(target.device), "ctx": ctx, "device": str(target.device),
+            "format": getattr(target, "weight_format", "float32"),
             "target": target.describe(), "draft_vocab": n_rows, "hardware": hardware_name(target.device),
             "date": time.strftime("%Y-%m-%d", time.gmtime())}
 
@@ -208,3 +209,146 @@ def quoted(measured: dict | None = None, table: dict | None = None) -> dict[str,
 
 def parse_preset(name: str) -> str:
     return parse_tree(name).text
+
+
+# ------------------------------------------------------------------------------ weight formats (issue 54)
+# The record's top level is the format the page runs (float32); `formats` holds the others, each a measure()
+# of a target in that format (same head, same trees) plus the lesson's prompt decoded in it, or
+# {"unavailable": why} where the format cannot run on the recording machine. A record made before this holds
+# no `formats`: the lesson says "not recorded yet". Nothing here is required by the shipped-record tests.
+FORMATS = ("float32", "gguf")
+FORMAT_KMAX = 32  # the lesson's t(k) reach
+
+
+def format_entry(measured: dict | None, fmt: str) -> dict | None:
+    """Format `fmt`'s part of a record: {"forward_ms": {int: ms}, "step_ms": ..., "decode": ..., ...},
+    {"unavailable": why}, or None (not recorded)."""
+    if not measured:
+        return None
+    if measured.get("format", "float32") == fmt:
+        e = measured
+    else:
+        e = (measured.get("formats") or {}).get(fmt)
+    if not isinstance(e, dict):
+        return None
+    if "unavailable" in e:
+        return {"unavailable": str(e["unavailable"])}
+    try:
+        fwd = {int(k): float(v) for k, v in e["forward_ms"].items()}
+        step = {int(k): float(v) for k, v in e["step_ms"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if 1 not in fwd or not step:
+        return None
+    return {**e, "forward_ms": fwd, "step_ms": step}
+
+
+def format_lessons(measured: dict | None, table: dict) -> dict:
+    """{fmt: {"state": "recorded" | "missing" | "unavailable", "why", "curve": {k: ms} up to FORMAT_KMAX,
+    "rows": predicted rows, "best": best row, "decode": the record's decode or None}} for every format."""
+    out = {}
+    for fmt in FORMATS:
+        e = format_entry(measured, fmt)
+        if e is None or "unavailable" in e:
+            out[fmt] = {"state": "missing" if e is None else "unavailable", "why": (e or {}).get("unavailable", "")}
+            continue
+        rows = predict(e["forward_ms"], e["step_ms"], table["tau"], table["trees"])
+        out[fmt] = {"state": "recorded", "why": "", "rows": rows, "best": best(rows), "decode": e.get("decode"),
+                    "curve": {k: v for k, v in sorted(e["forward_ms"].items()) if k <= FORMAT_KMAX},
+                    "target": e.get("target", "")}
+    return out
+
+
+def format_unavailable(target, fmt: str) -> str | None:
+    """Why `target`'s model cannot run in weight format `fmt` here (None: it can). The GGUF's blocks need
+    the default model's file, a CPU, the C library (not the portable path) and qblocks.c built."""
+    if fmt == "float32":
+        return None
+    from ..target.gguf_blocks import default_gguf
+    from ..target.model import DEFAULT_MODEL
+
+    fast = getattr(target, "fast", None)
+    if str(getattr(target, "device", "cpu")) != "cpu":
+        return f"the GGUF blocks' kernels (qblocks.c) run on a CPU; this target is on {target.device}"
+    if fast is None or not fast.calls_library:
+        return "the portable path (EAGLE_PORTABLE=1) calls no C, and the GGUF blocks multiply in C (qblocks.c)"
+    if getattr(target, "name", "") != DEFAULT_MODEL:
+        return f"the format reads the default model's GGUF file; {getattr(target, 'name', '?')} has none"
+    if default_gguf() is None:
+        return "the default model's GGUF file is not on this machine"
+    try:
+        from ..cpu.kernels import qblocks
+
+        qblocks.library()
+    except Exception as e:  # no compiler, or the build failed: float32 only
+        return f"qblocks.c did not build here ({type(e).__name__}: {e})"
+    return None
+
+
+def load_in_format(target, fmt: str):
+    """The same model loaded again with its products in weight format `fmt` (its other fast-path options kept)."""
+    from dataclasses import replace
+
+    from ..target import load_target
+
+    return load_target(target.name, device=str(target.device), fast=replace(target.fast, weights=fmt))
+
+
+def decode_rates(engine, prompt: str, settings, warm_tokens: int = 16) -> dict:
+    """`prompt` decoded by vanilla and by settings' method (after an untimed short run of each): tokens/s,
+    tau and token ids per method, so two formats' runs of one prompt can be set side by side."""
+    out = {"prompt": prompt, "method": settings.method, "max_new_tokens": settings.max_new_tokens,
+           "tree": f"{settings.depth},{settings.tree_top_k},{settings.total_tokens}"}
+    for method in ("vanilla", settings.method):
+        s = settings.with_(method=method)
+        engine.run(prompt, s.with_(max_new_tokens=min(warm_tokens, s.max_new_tokens)))
+        run = engine.run(prompt, s).summary
+        out[method] = {"tokens_per_s": run.tokens_per_s, "tau": run.tau, "new_tokens": run.new_tokens,
+                       "token_ids": list(run.token_ids)}
+    return out
+
+
+def measure_format(engine, fmt: str, trees, prompt: str | None = None, settings=None, repeats: int = 3,
+                   progress=None) -> dict:
+    """The record's entry for format `fmt`: measure() of the engine's model loaded in `fmt`, with the same
+    head, and (given a prompt) decode_rates in it; {"unavailable": why} where the format cannot run here."""
+    from ..engine_loading import load_engine
+
+    why = format_unavailable(engine.target, fmt)
+    if why:
+        return {"unavailable": why}
+    target = load_in_format(engine.target, fmt)
+    m = measure(target, engine.drafter.head, engine.draft_vocab, trees, repeats=repeats, progress=progress)
+    if prompt is not None and settings is not None:
+        other = load_engine(target, methods=(settings.method,))
+        m["decode"] = decode_rates(other, prompt, settings)
+    return to_json(m)
+
+
+def with_formats(measured: dict, entries: dict) -> dict:
+    """The record with `entries` ({fmt: measure_format(...)}) under "formats"; the page's own format stays on top."""
+    return {**measured, "formats": {**(measured.get("formats") or {}), **entries}}
+
+
+def record_formats(engine, path: str, trees, prompt: str, settings, log=print) -> dict:
+    """Into the record at `path` (RECORD_COMMAND's file): `prompt` decoded in the page's own format (the
+    engine's) and every other format's entry (measure_format: its t(k), head steps and the same decode).
+    Written in place -> the record. The recorder (scripts/record_traces.py --records) calls this."""
+    from ..config import DecodeSettings
+
+    settings = DecodeSettings(**settings) if isinstance(settings, dict) else settings
+    with open(path, encoding="utf-8") as f:
+        m = json.load(f)
+    own = m.setdefault("format", getattr(engine.target, "weight_format", "float32"))
+    log(f"the lesson's prompt decoded in {own}")
+    m["decode"] = decode_rates(engine, prompt, settings)
+    entries = {}
+    for fmt in (f for f in FORMATS if f != own):
+        log(f"timing the machine in the {fmt} weight format")
+        entries[fmt] = measure_format(engine, fmt, trees, prompt, settings, repeats=5,
+                                      progress=lambda f, what: log(f"  {100 * f:3.0f}%  {what}"))
+        log(f"{fmt}: " + entries[fmt].get("unavailable", "recorded"))
+    m = with_formats(m, entries)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(m, f, indent=1)
+    return m

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from .kernels import attention, qblocks
+from .kernels.qtuning import ensure
 
 
 LAYER_KINDS = {qblocks.Q4_1: 3, qblocks.Q8_0: 4}  # qblocks.c's fmt -> layer.c's gemm kind
@@ -130,10 +131,14 @@ def require_kernels() -> None:
     """Build (or find) kernels/qblocks.c; a ValueError saying so where it cannot be (never a silent
     fall back to float32: the caller asked for this format)."""
     try:
-        qblocks.library()
+        lib = qblocks.library()
     except Exception as e:  # no compiler, or it failed
         raise ValueError(f"the gguf weight format needs kernels/qblocks.c compiled, which failed here ({e}); "
                          "use --weights float32") from e
+    # The products' knobs for this thread count, measured now if this CPU has none cached (a few
+    # seconds, once), so the first decode's timed prefill does not pay for it. layer.c's calls reach
+    # the same library with tile 0 and so run these knobs too.
+    ensure(lib, torch.get_num_threads())
 
 
 def attention_in(installed, model) -> None:

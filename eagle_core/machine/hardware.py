@@ -276,12 +276,12 @@ def format_unavailable(target, fmt: str) -> str | None:
         return f"the format reads the default model's GGUF file; {getattr(target, 'name', '?')} has none"
     if default_gguf() is None:
         return "the default model's GGUF file is not on this machine"
-    try:
-        from ..cpu.kernels import qblocks
+    from ..cpu.quant_linear import require_kernels  # the format's own check, inside the seam (eagle_core/cpu)
 
-        qblocks.library()
-    except Exception as e:  # no compiler, or the build failed: float32 only
-        return f"qblocks.c did not build here ({type(e).__name__}: {e})"
+    try:
+        require_kernels()
+    except ValueError as e:  # no compiler, or the build failed: float32 only
+        return str(e)
     return None
 
 

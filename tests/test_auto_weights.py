@@ -149,3 +149,21 @@ def test_the_benchmark_report_names_the_format():
     assert _weights({"weights": "float32"}) == "weights float32; "
     assert _weights({"weights": "gguf", "weights_why": "chosen by --weights auto: x"}) == \
         "weights gguf (chosen by --weights auto: x); "
+
+
+def test_the_benchmark_resolves_before_the_load(here):
+    """The benchmark loads with the resolved format: gguf under auto here, float32 when asked by name."""
+    import eagle_core.engine_loading as loading
+    from eagle_core.bench import harness
+
+    seen = []
+
+    def load(*a, fast=None, **k):
+        seen.append(fast)
+        raise ValueError("loaded nothing")
+
+    here.setattr(loading, "load_engine", load)
+    for extra in ([], ["--weights", "float32"]):
+        with pytest.raises(SystemExit, match="loaded nothing"):
+            harness.main(["--limit", "1", "--methods", "vanilla", "--device", "cpu", "--quiet", *extra])
+    assert seen[0].weights == "gguf" and seen[1] is None

@@ -10,7 +10,8 @@ import argparse
 import json
 import sys
 
-from .config import METHODS, DecodeSettings, add_tree_argument, add_weights_argument, default_tree, fast_from_args
+from .config import (METHODS, DecodeSettings, add_tree_argument, add_weights_argument, default_tree, fast_from_args,
+                     weights_from_args)
 from .environment import problems
 
 METHOD_ALIASES = {"eagle": "eagle2", **{m: m for m in METHODS}}  # "eagle" is the default, EAGLE-2
@@ -95,11 +96,12 @@ def main(argv=None) -> int:
         settings = settings_from_args(a, device)
         eagle3 = settings.method == "eagle3"  # --head names the head of the method asked for
         head3 = a.head3 or (a.head if eagle3 else None)
+        weights = weights_from_args(a, device)  # auto resolved before the load: the tree choice sees what runs
         engine = load_engine(a.model, head=None if eagle3 else a.head, head3=head3, head3_layer_ids=a.head3_layer_ids,
                              head3_rope_theta=a.head3_rope_theta, device=device, methods=(settings.method,), dtype=a.dtype,
-                             fast=fast_from_args(a))
+                             fast=fast_from_args(a, weights))
         target = engine.target
-        print(weights_line(target), file=sys.stderr)  # which weight format runs, always said
+        print(weights_line(target, weights), file=sys.stderr)  # which weight format runs, always said
         fallback = path_line(target)
         if fallback:  # a slower path is never silent (no compiler, no AVX2, EAGLE_PORTABLE=1, ...)
             print(fallback, file=sys.stderr)
@@ -125,7 +127,8 @@ def main(argv=None) -> int:
             "cycles": s.cycles, "wall_s": round(s.wall_s, 4), "draft_s": round(s.draft_s, 4),
             "verify_s": round(s.verify_s, 4), "prompt_tokens": s.prompt_tokens, "model": s.model, "head": s.head,
             "device": s.device, "dtype": str(target.dtype).replace("torch.", ""),
-            "weights": getattr(target, "weight_format", "float32"), "token_ids": list(s.token_ids), "settings": s.settings,
+            "weights": getattr(target, "weight_format", "float32"), "weights_asked": weights.asked,
+            "weights_why": weights.reason, "token_ids": list(s.token_ids), "settings": s.settings,
         }, ensure_ascii=False))
     else:
         if not run.cycles:

@@ -205,17 +205,30 @@ def add_tree_argument(parser, multiple: bool = False, default=None) -> None:
 
 
 def add_weights_argument(parser) -> None:
-    """--weights float32|gguf (FastPath.weights), shared by this CLI and the benchmark's."""
-    parser.add_argument("--weights", default="float32", choices=("float32", "gguf"),
-                        help="the target's products: float32 (the GGUF converted once) or gguf (the file's own "
-                             "Q4_1 / Q8_0 blocks, default model on a CPU only; greedy EAGLE equals greedy vanilla "
-                             "within a format, not float32's tokens everywhere)")
+    """--weights auto|float32|gguf (FastPath.weights), shared by this CLI and the benchmark's."""
+    parser.add_argument("--weights", default="auto", choices=("auto", "float32", "gguf"),
+                        help="the target's products: auto (the default: gguf where the default model's file and "
+                             "qblocks.c's AVX2 / VNNI path are here on a CPU, else float32; eagle_core/cpu/"
+                             "auto_format.py), float32 (the GGUF converted once) or gguf (the file's own Q4_1 / "
+                             "Q8_0 blocks, default model on a CPU only; greedy EAGLE equals greedy vanilla within a "
+                             "format, not float32's tokens everywhere)")
 
 
-def fast_from_args(a):
-    """The FastPath the --weights option asks for (None: the default, float32)."""
-    if getattr(a, "weights", "float32") == "float32":
+def weights_from_args(a, device=None):
+    """What --weights stands for here (eagle_core.cpu.auto_format.WeightsChoice): auto resolved with the
+    command's --model, --dtype and `device` (the device it will load on), an explicit format as asked."""
+    from .cpu.auto_format import resolve
+
+    return resolve(getattr(a, "weights", "auto"), getattr(a, "model", None), device or getattr(a, "device", None),
+                   getattr(a, "dtype", None))
+
+
+def fast_from_args(a, choice=None):
+    """The FastPath the --weights option asks for (None: the default, float32). `choice`: the
+    weights_from_args answer already had (else resolved here)."""
+    choice = choice or weights_from_args(a)
+    if choice.weights == "float32":
         return None
     from .cpu.options import FastPath
 
-    return replace(FastPath.default(), weights=a.weights)  # ValueError on the portable path
+    return replace(FastPath.default(), weights=choice.weights)  # ValueError on the portable path

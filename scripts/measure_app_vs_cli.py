@@ -8,12 +8,12 @@ start-up as a browser sees it. Prints markdown tables for docs/app.md (not a tes
 
 It starts `python app.py` on a free port, drives Debian's chromium with Playwright (never a
 downloaded browser; fresh profile), presses Generate for each prompt, reads EAGLE's and
-vanilla's tokens/s from the comparison cards, then runs `python -m eagle_core generate --json`
-for both methods with the same settings while the page sits on about:blank. Before each Generate the
-script reads the prompt and the tree (depth, top-k, total tokens, new tokens) back from the page and
-checks them against the settings the CLI reports it ran (column "same setup"). The bar (issue 54):
-page tok/s within 5% of the CLI's for each method; the last lines give each method's median page/CLI
-ratio over the prompts.
+vanilla's tokens/s from the comparison cards, then runs `python -m eagle_core generate --json
+--weights float32` (the page's format) for both methods with the same settings while the page sits on
+about:blank. Before each Generate the script reads the prompt and the tree (depth, top-k, total
+tokens, new tokens) back from the page and checks them, and float32, against the settings the CLI
+reports it ran (column "same setup"). The bar (issue 54): page tok/s within 5% of the CLI's for each
+method; the last lines give each method's median page/CLI ratio over the prompts.
 Chromium's CPU time while each method decoded is printed too, when the status line shows the
 phases (only with EAGLE_APP_PROGRESS_S > 0; by default the page stays still while timed and the
 column is nan). `--repeat N` runs page + CLI N times per prompt and prints medians.
@@ -79,7 +79,8 @@ def example_prompts(n: int) -> list[str]:
 
 def cli(prompt: str, method: str, a) -> dict:
     cmd = [sys.executable, "-m", "eagle_core", "generate", "--json", "--prompt", prompt, "--method", method,
-           "--max-new-tokens", str(a.max_new), "--tree", f"{a.depth},{a.top_k},{a.total}"] + (["--threads", str(a.threads)] if a.threads else [])
+           "--max-new-tokens", str(a.max_new), "--tree", f"{a.depth},{a.top_k},{a.total}",
+           "--weights", "float32"] + (["--threads", str(a.threads)] if a.threads else [])  # the page's format
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -107,7 +108,8 @@ def add_cli(run: dict, prompt: str, a, shown: dict | None = None) -> dict:
         shown = want
     ran = [{"prompt": prompt, **{k: r["settings"][k] for k in TREE_KEYS}} for r in (e_cli, v_cli)]
     run.update(e_cli=e_cli["tokens_per_s"], v_cli=v_cli["tokens_per_s"], same=e_cli["token_ids"] == v_cli["token_ids"],
-               setup=all(r == shown for r in ran) and e_cli["method"] == "eagle2" and v_cli["method"] == "vanilla")
+               setup=all(r == shown for r in ran) and e_cli["method"] == "eagle2" and v_cli["method"] == "vanilla"
+               and all(r.get("weights", "float32") == "float32" for r in (e_cli, v_cli)))
     return run
 
 

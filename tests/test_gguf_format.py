@@ -166,7 +166,8 @@ def test_the_cli_and_the_benchmark_take_the_option(capsys):
 
     a = build_parser().parse_args(["generate", "--prompt", "x", "--weights", "gguf"])
     assert fast_from_args(a) == replace(FastPath.default(), weights="gguf")
-    assert fast_from_args(build_parser().parse_args(["generate", "--prompt", "x"])) is None  # float32: as before
+    f32 = build_parser().parse_args(["generate", "--prompt", "x", "--weights", "float32"])
+    assert fast_from_args(f32) is None  # float32: as before (auto: tests/test_auto_weights.py)
     assert bench_parser().parse_args(["--weights", "gguf"]).weights == "gguf"
     assert main(["generate", "--prompt", "x", "--weights", "gguf", "--model", "some/other-model", "--device", "cpu"]) == 2
     assert "error: the gguf weight format reads the default model's GGUF file" in capsys.readouterr().err

@@ -3,6 +3,9 @@
     python -m eagle_core.bench --max-new-tokens 128 --methods vanilla,hf,hf-pld,eagle --json-out bench.json
     python -m eagle_core.bench --weights gguf --methods vanilla,eagle,llama.cpp     (the GGUF's own blocks)
 
+--weights auto (the default) runs the fastest format here (eagle_core/cpu/auto_format.py); the report's
+first line and its JSON's config name the format. Pass --weights float32 to repeat a float32 record.
+
 The prompts default to the shipped MT-bench (assets/prompts/mt_bench_question.jsonl); --prompts FILE
 takes another JSONL set.
 
@@ -30,7 +33,8 @@ import time
 
 import torch
 
-from ..config import DecodeSettings, add_tree_argument, add_weights_argument, default_tree, fast_from_args
+from ..config import (DecodeSettings, add_tree_argument, add_weights_argument, default_tree, fast_from_args,
+                      weights_from_args)
 from ..clock import sync
 from ..machine.info import machine_info
 from .journal import Journal, Sample, sample_to_dict
@@ -246,8 +250,11 @@ def main(argv=None) -> dict:
         "methods": methods, "max_new_tokens": key["max_new_tokens"], "temperature": key["temperature"],
         "top_p": key["top_p"], "top_k": key["top_k"], "eagle": key["eagle"], "pld": key["pld"],
         "model": key["model"], "machine": segments[0] if segments else {}, "segments": segments,
-        "journal": args.journal, "categories": cats,
+        "journal": args.journal, "categories": cats, "weights": key.get("weights", "float32"),
     }
+    choice = getattr(args, "weights_choice", None)  # None from a journal: its key says the format
+    if choice is not None and choice.auto:
+        result["config"]["weights_why"] = f"chosen by --weights auto: {choice.reason}"
     result["samples"] = [sample_to_dict(s, tokens=args.save_tokens) for s in samples]
     if args.agree_with:
         with open(args.agree_with, encoding="utf-8") as f:
@@ -276,6 +283,7 @@ def main(argv=None) -> dict:
 def _run(args, methods, prompts, log):
     """Load the model and run the benchmark; returns (samples, run key, journal segments)."""
     from ..engine_loading import load_engine
+    from ..target import pick_device
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -287,9 +295,11 @@ def _run(args, methods, prompts, log):
     # the engine methods: bench "eagle" runs --eagle-method with the EAGLE-1/2 head, "eagle3" the EAGLE-3 head
     engine_methods = [args.eagle_method if m == "eagle" else m for m in methods if m in ("eagle", "eagle3")]
     try:
+        device = pick_device(args.device)
+        args.weights_choice = weights = weights_from_args(args, device)  # auto resolved: what runs, said in the report
         engine = load_engine(args.model, args.head if "eagle" in methods else None,
-                             args.head3 if "eagle3" in methods else None, args.device, methods=engine_methods,
-                             dtype=args.dtype, fast=fast_from_args(args))
+                             args.head3 if "eagle3" in methods else None, device, methods=engine_methods,
+                             dtype=args.dtype, fast=fast_from_args(args, weights))
     except ValueError as e:  # e.g. --weights gguf for a model without a GGUF file: one line, no traceback
         sys.exit(f"error: {e}")
     target, head_name, vocab, head3_name = engine.target, engine.head_name, engine.draft_vocab, engine.head3_name
@@ -313,6 +323,7 @@ def _run(args, methods, prompts, log):
         journal = Journal(args.journal, key) if args.journal else None
     except ValueError as e:
         sys.exit(str(e))
+    log(f"weights {target.weight_format}{weights.clause()}")
     log(f"target {target.describe()}; head {head_name or '-'}; head3 {head3_name or '-'}; {len(prompts)} prompts x {args.repeats} repeats; "
         f"methods {', '.join(methods)}")
     runner = Runner(target, engine, settings, args.eagle_method, args.pld_tokens, args.pld_ngram)

@@ -234,6 +234,13 @@ def _loads(cfg: dict) -> str:
     return f"{' / '.join(loads)} at the starts of the run's {len(loads)} segments (it was resumed from its journal)"
 
 
+def _weights(cfg: dict) -> str:
+    """"weights gguf (chosen by --weights auto: why); " for the report's first line ("" in older reports)."""
+    if "weights" not in cfg:
+        return ""
+    return f"weights {cfg['weights']}{f' ({why})' if (why := cfg.get('weights_why')) else ''}; "
+
+
 def render_markdown(result: dict) -> str:
     methods = list(result["methods"])
     cfg = result.get("config", {})
@@ -249,7 +256,7 @@ def render_markdown(result: dict) -> str:
                      f"{cfg.get('max_new_tokens')} new tokens, temperature {cfg.get('temperature')}, "
                      f"{cfg.get('repeats')} repeat(s); eagle {e.get('method')} depth {e.get('depth')} "
                      f"top-k {e.get('tree_top_k')} total {e.get('total_tokens')}, head `{e.get('head') or '-'}`; "
-                     f"{cfg.get('model')}; {mach.get('threads')} threads, load {_loads(cfg)}")
+                     f"{cfg.get('model')}; {_weights(cfg)}{mach.get('threads')} threads, load {_loads(cfg)}")
         lines.append("")
     bases = [b for b in BASELINES if b in methods]
     head = ["method", "tok/s"] + [f"×{b} (mean / median)" for b in bases] + \

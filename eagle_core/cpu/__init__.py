@@ -9,6 +9,7 @@
     status      which path runs and why, said once for the CLI, the page and the hardware panel; which
                 weight format runs (weights_line)
     quant_linear  a linear layer over a GGUF's own Q4_1 / Q8_0 blocks (FastPath(weights="gguf"))
+    auto_format   --weights auto: the fastest weight format here, resolved before the target loads
 """
 from .options import FastPath
 from .status import PathStatus, path_line, path_status, weights_line

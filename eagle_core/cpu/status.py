@@ -79,15 +79,17 @@ def path_status(target) -> PathStatus:
     return PathStatus("the engine's kernels", "", None, True)
 
 
-def weights_line(target) -> str:
+def weights_line(target, choice=None) -> str:
     """One line saying which weight format the target's products run (FastPath.weights), and in the gguf
-    format which decoder pass runs: what the CLI prints on stderr at start."""
+    format which decoder pass runs: what the CLI prints on stderr at start. `choice`: the --weights answer
+    (cpu/auto_format.WeightsChoice); where auto chose, the line says so and why (when it matches the target)."""
     fmt = getattr(target, "weight_format", "float32")
+    said = choice.clause() if choice is not None and choice.weights == fmt else ""
     if fmt != "gguf":  # the weights as loaded: float32 on a CPU, a GPU target's dtype there
-        return f"Weights: {str(getattr(target, 'dtype', fmt)).replace('torch.', '')}, as loaded."
+        return f"Weights: {str(getattr(target, 'dtype', fmt)).replace('torch.', '')}{said}, as loaded."
     note = getattr(target, "forward_note", "")
     path = "the CPU decoder" if getattr(target, "forward_path", "") == "cpu" else "the transformers forward"
-    return (f"Weights: gguf, the file's own Q4_1 / Q8_0 blocks (kernels/qblocks.c); {path}"
+    return (f"Weights: gguf{said}, the file's own Q4_1 / Q8_0 blocks (kernels/qblocks.c); {path}"
             f"{f' ({note})' if note else ''}; greedy EAGLE equals greedy vanilla in this format.")
 
 

@@ -6,21 +6,20 @@ one command, run on a quiet machine after any change to the engine's speed or to
     python scripts/record_traces.py --records --mgsm DIR   # the records, MGSM's rows included
     python scripts/record_traces.py --examples --out /tmp/rec --allow-busy   # a development try
 
-What it does:
-- records with the app's own engine and Worker (the default model and heads, or EAGLE_APP_MODEL /
-  EAGLE_APP_HEAD), the examples (viz/examples.py, EXAMPLES: the page's own method and tree) and the
-  lesson's steps (eagle_app/lesson_plan.py, STEPS: each step's own settings; a step without a file has no
-  trace); --records re-records assets/learn/ (tau per tree and the timings of the hardware panel, in each weight
-  format with the lesson's step 8 prompt decoded in each, tau per language for both heads) and the README's rows;
-- warms the engine up first: an untimed decode of every method and tree it records, on the engine thread
-  that times them, so that no trace holds a cold first cycle;
-- stamps every file with the CPU model, the date, this command, the machine's load and its calibrated t(1).
+What it does: with the app's own engine and Worker (the default model and heads, or EAGLE_APP_MODEL /
+EAGLE_APP_HEAD) it records the examples (viz/examples.py, EXAMPLES: the page's own method and tree) and the
+lesson's steps (eagle_app/lesson_plan.py, STEPS: each step's settings; a step without a file has no trace);
+--records re-records assets/learn/ (tau per tree; the hardware panel's timings in each weight format with step
+8's prompt decoded in each; tau per language for both heads) and the README's rows. All its torch work runs on
+the app's one engine thread (a second thread's OpenMP team slowed every timing in the process by ~20%:
+docs/app.md, "Re-recording the shipped traces"). It warms the engine up first (an untimed decode of every
+method and tree it records) and stamps every file with the CPU model, date, command, load and calibrated t(1).
 
 What it refuses (it stops with a message and writes nothing more):
-- a busy machine: its load (os.getloadavg() per core) at start over --max-load, other processes using
-  over quiet.MAX_OTHERS of the CPUs while it waits, or a calibration pass (the target's one-row forward, timed)
-  over quiet.MAX_SLOWDOWN x this CPU's own t(1) (the hardware record's, if it names this CPU model; else the
-  time to read the model's weights at quiet.T1_BYTES_PER_S; eagle_core/machine/quiet.py). Checked at start and again before every file.
+- a busy machine: its load (os.getloadavg() per core) at start over --max-load, other processes using over
+  quiet.MAX_OTHERS of the CPUs while it waits, or a calibration pass (the target's one-row forward, timed) over
+  quiet.MAX_SLOWDOWN x this CPU's own t(1) (the hardware record's, if it names this CPU model; else the time to read
+  the weights at quiet.T1_BYTES_PER_S; eagle_core/machine/quiet.py), checked at start and before every file;
   --allow-busy (development only) records anyway and stamps the files busy: the tests reject them;
 - a trace unfit to teach with (viz/traces.py, shipped_problems: a cold cycle, a vanilla step the calibration
   cannot explain, a verdict its numbers do not fit), or a greedy example EAGLE does not win (the one the page
@@ -50,8 +49,7 @@ LANGUAGE_NEW_TOKENS = 96
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="Without --examples, --lesson or --records it records all three. "
-                                        "See docs/app.md, \"Re-recording the shipped traces\".")
+                                 epilog="Without --examples, --lesson or --records: all three (docs/app.md).")
     ap.add_argument("--examples", action="store_true", help="the example traces (assets/traces/)")
     ap.add_argument("--lesson", action="store_true", help="the lesson's traces and manifest (assets/lesson/)")
     ap.add_argument("--records", action="store_true",
@@ -88,16 +86,12 @@ def command_line(argv) -> str:
 
 
 def calibrate(target, repeats: int = CALIBRATION_REPEATS) -> float:
-    """The target's one-row forward (body + LM head over a 300-token cache, as the hardware record times t(1)),
-    median ms, on the engine thread that decodes."""
+    """The target's one-row forward (body + LM head, 300-token cache, as the hardware record's t(1)), median ms."""
     from eagle_app.engine_thread import ENGINE_THREAD
     from eagle_core.machine import measure_forward
 
-    def run():
-        t = measure_forward(target, ctx=300, sizes=[1], repeats=repeats)[1]
-        return t["body_ms"] + t["lm_head_ms"]
-
-    return round(ENGINE_THREAD.submit(run).result(), 2)
+    t = ENGINE_THREAD.submit(measure_forward, target, ctx=300, sizes=[1], repeats=repeats).result()[1]
+    return round(t["body_ms"] + t["lm_head_ms"], 2)
 
 
 class Machine:
@@ -208,7 +202,6 @@ def write_json_text(path: str, text: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
 
-
 # ------------------------------------------------------------------------------------------- examples
 def record_examples(engine, machine: Machine, out_dir: str) -> list[str]:
     from eagle_core import DecodeSettings
@@ -299,21 +292,28 @@ def record_records(engine, machine: Machine, learn_dir: str, to_assets: bool, mg
     from eagle_core.bench import hardware as bench_hw
     from eagle_core.machine.hardware import record_formats
 
+    from eagle_app.engine_thread import ENGINE_THREAD
+
     stamp = machine.check("the records", first=True)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(min(2, os.cpu_count() or 1))  # as `python -m eagle_core.bench.hardware --record`
-    try:
-        tau_path, hw_path = os.path.join(learn_dir, "tau_by_tree.json"), os.path.join(learn_dir, "hardware_recorded.json")
-        os.makedirs(learn_dir, exist_ok=True)
-        log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-        table, m = bench_hw.record(engine, tau_path=tau_path, recorded_path=hw_path, log=log)
-        step = BY_KEY["hardware"]  # the lesson's precision switch: each weight format's t(k) and its prompt decoded
-        record_formats(engine, hw_path, bench_hw.record_trees(), step.prompt, step.settings, log)
-        for path in (tau_path, hw_path):
-            stamp_file(path, stamp)
-        record_languages(engine, os.path.join(learn_dir, "per_language.json"), stamp, mgsm)
-    finally:
-        torch.set_num_threads(threads)
+
+    def work():  # on the engine thread, as every decode and calibration: a second thread's OpenMP team slows both
+        threads = torch.get_num_threads()
+        torch.set_num_threads(min(2, os.cpu_count() or 1))  # as `python -m eagle_core.bench.hardware --record`
+        try:
+            tau_path, hw_path = os.path.join(learn_dir, "tau_by_tree.json"), os.path.join(learn_dir, "hardware_recorded.json")
+            os.makedirs(learn_dir, exist_ok=True)
+            log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+            bench_hw.record(engine, tau_path=tau_path, recorded_path=hw_path, log=log)
+            step = BY_KEY["hardware"]  # the lesson's precision switch: each format's t(k) and its prompt decoded
+            record_formats(engine, hw_path, bench_hw.record_trees(), step.prompt, step.settings, log)
+            for path in (tau_path, hw_path):
+                stamp_file(path, stamp)
+            record_languages(engine, os.path.join(learn_dir, "per_language.json"), stamp, mgsm)
+        finally:
+            torch.set_num_threads(threads)
+        return tau_path, hw_path
+
+    tau_path, hw_path = ENGINE_THREAD.submit(work).result()
     if to_assets:
         bench_hw.write_readme_row()
         try:

@@ -163,7 +163,7 @@ def decode_sentence(fd: dict | None, gd: dict | None, name: dict, lang: str) -> 
         return ""
     same = next((i for i, (a, b) in enumerate(zip(fv["token_ids"], gv["token_ids"])) if a != b),
                 min(len(fv["token_ids"]), len(gv["token_ids"])))
-    return TEXT("prec.decode", lang, prompt=md_text(fd.get("prompt", "")), n=fd.get("max_new_tokens", "—"),
+    return TEXT("prec.decode", lang, prompt=md_text(fd.get("prompt", "")), n=fv.get("new_tokens", "—"),
                 f_name=name["float32"], f_van=_f1(fv["tokens_per_s"]), f_eagle=_f1(fe["tokens_per_s"]), f_tau=_f2(fe["tau"]),
                 g_name=name["gguf"], g_van=_f1(gv["tokens_per_s"]), g_eagle=_f1(ge["tokens_per_s"]), g_tau=_f2(ge["tau"]),
                 same=same)

@@ -66,10 +66,10 @@ TEXT = Strings({
                     "这里最佳的树反而变大：{f_best}（{f_name}）→ {g_best}（{g_name}，预测 {g_speedup}×）。"),
     "prec.same": ("The best tree keeps its size: {f_best} in {f_name}, {g_best} in {g_name} ({g_speedup}× predicted).",
                   "最佳的树大小不变：{f_best}（{f_name}），{g_best}（{g_name}，预测 {g_speedup}×）。"),
-    "prec.decode": ("The same prompt, “{prompt}”, {n} new tokens: {f_name} vanilla {f_van} and EAGLE {f_eagle} "
+    "prec.decode": ("The same prompt, “{prompt}”, {n} tokens decoded: {f_name} vanilla {f_van} and EAGLE {f_eagle} "
                     "tokens/s (τ {f_tau}); {g_name} vanilla {g_van} and EAGLE {g_eagle} tokens/s (τ {g_tau}). The two "
                     "formats' vanilla texts agree on their first {same} tokens.",
-                    "同一个提示词“{prompt}”，{n} 个新词元：{f_name} 普通解码 {f_van}、EAGLE {f_eagle} 词元/秒（τ {f_tau}）；"
+                    "同一个提示词“{prompt}”，解码 {n} 个词元：{f_name} 普通解码 {f_van}、EAGLE {f_eagle} 词元/秒（τ {f_tau}）；"
                     "{g_name} 普通解码 {g_van}、EAGLE {g_eagle} 词元/秒（τ {g_tau}）。两种格式的普通解码文本前 {same} 个词元相同。"),
     "prec.missing": ("**{name}**: not recorded yet: this record holds {f_name} only. Recording it (its t(k), its best "
                      "tree, the same prompt decoded) takes a quiet machine and `{command}`.",

@@ -74,6 +74,18 @@ class ForwardTiming:
         self.cache.crop(-n)
         return t1 - t0, t2 - t1
 
+    def tree_step(self, n: int) -> tuple[float, float]:
+        """`step` for n new tokens drafted as a binary tree of n nodes, under the engine's tree mask and
+        positions, built inside the timing as the engine builds them each cycle (n = 1: no mask)."""
+        parents = [-1] + [(i - 1) // 2 for i in range(1, n)]
+
+        def prepare():
+            ctx, dev = self.context, self.device
+            mask = tree_attention_mask(parents, ctx, dtype=self.target.dtype, device=dev) if n > 1 else None
+            return tree_positions(parents, ctx).to(dev)[None], mask
+
+        return self.step(self.ids(n), prepare)
+
 
 # -- the target's forward ----------------------------------------------------------------------
 @torch.inference_mode()
@@ -83,21 +95,14 @@ def measure_forward(target, ctx: int = 300, sizes=range(1, 65), repeats: int = 5
     each timed forward (a progress bar)."""
     low = min(100, target.vocab_size // 2)  # ordinary token ids (a tiny test vocabulary has fewer than 100)
     timing = ForwardTiming(target, ctx, seed=0, low=low)  # every tensor on the target's device, synchronised
-    dev = target.device
     times = {n: {"body": [], "lm": []} for n in sizes}
-
-    def prepare_for(n):
-        parents = [-1] + [(i - 1) // 2 for i in range(1, n)]  # a binary tree of n nodes
-        return lambda: (tree_positions(parents, ctx).to(dev)[None],
-                        tree_attention_mask(parents, ctx, dtype=target.dtype, device=dev) if n > 1 else None)
-
     first = next(iter(sizes))
     for _ in range(repeats):
         # untimed: the round's first size would otherwise follow the last round's largest forward, and ran
         # 15-25% slower there (t(1) after a 64-row forward, docs/app.md "Re-recording the shipped traces")
-        timing.step(timing.ids(first), prepare_for(first))
+        timing.tree_step(first)
         for n in sizes:
-            body, lm = timing.step(timing.ids(n), prepare_for(n))
+            body, lm = timing.tree_step(n)
             times[n]["body"].append(body * 1e3)
             times[n]["lm"].append(lm * 1e3)
             if on_step is not None:

@@ -30,7 +30,6 @@ import torch
 
 from ..config import TreeSetting, default_preset, parse_tree
 from ..environment import cache_root, flag
-from ..tree import tree_attention_mask, tree_positions
 from .hardware import TAU_TABLE, load_tau_table, predict
 from .quiet import MAX_OTHERS, _cpu_times
 from .timing import ForwardTiming, measure_head_steps
@@ -165,7 +164,7 @@ def forward_curve(target, sizes, rounds: int = ROUNDS, ctx: int = CONTEXT, stop=
     `stop(r)`, called before round r (0: the warm-up, after the cache's prefill): "abandon" returns None, "end"
     ends the rounds (heeded from round 2 on: one timed round at least)."""
     timing = ForwardTiming(target, ctx, seed=0, low=min(100, target.vocab_size // 2))
-    dev, best = target.device, {k: float("inf") for k in sizes}
+    best = {k: float("inf") for k in sizes}
     for r in range(rounds + 1):
         verdict = stop(r) if stop is not None else ""
         if verdict == "abandon":
@@ -173,13 +172,7 @@ def forward_curve(target, sizes, rounds: int = ROUNDS, ctx: int = CONTEXT, stop=
         if verdict == "end" and r > 1:
             break
         for k in sizes:
-            parents = [-1] + [(i - 1) // 2 for i in range(1, k)]
-
-            def prepare(parents=parents, k=k):
-                mask = tree_attention_mask(parents, ctx, dtype=target.dtype, device=dev) if k > 1 else None
-                return tree_positions(parents, ctx).to(dev)[None], mask
-
-            body, lm = timing.step(timing.ids(k), prepare)
+            body, lm = timing.tree_step(k)
             if r:
                 best[k] = min(best[k], 1e3 * (body + lm))
     return best

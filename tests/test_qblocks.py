@@ -271,3 +271,18 @@ def test_the_knobs_are_measured_once_then_read_from_the_cache(lib, fresh):
     open(path, "w").write("{not json")
     qtuning.ensure(lib, 2)
     assert "measured" in qtuning.describe(lib, 2) and json.load(open(path))["threads"] == 2
+
+
+def test_the_interleaved_path_comparison_times_every_path_at_every_row_count(lib):
+    """qblocks_curve --compare-paths on two small weights: one median per path and k, the table's rows in order."""
+    from eagle_core.bench import qblocks_curve as qc
+
+    p = {"q": [(qb.FORMATS[f], qb.pack(f, random_blocks(f, 40, 64), 40, 64), 40, 64) for f in FORMATS]}
+    paths = qb.available_paths(lib)[-2:]
+    res = qc.compare_paths(paths, rows=(1, 3, 16), rounds=2, p=p)
+    assert set(res["t_ms"]) == set(paths) and all(list(t) == [1, 3, 16] for t in res["t_ms"].values())
+    assert all(v > 0 for t in res["t_ms"].values() for v in t.values())
+    table = qc.render_paths(res).splitlines()
+    assert [line.split("|")[1].strip() for line in table[-3:]] == ["1", "3", "16"]
+    with pytest.raises(SystemExit, match="not available"):
+        qc.main(["--compare-paths", "vnni,nosuch"])

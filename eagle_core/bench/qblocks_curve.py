@@ -116,7 +116,7 @@ def warm_rate(run, n: int, k: int, rows: int = 32, calls: int = 20, repeats: int
     return rows * n * k / t
 
 
-def prepare(blocks: dict, tile: int) -> dict:
+def prepare(blocks: dict, tile: int, qpath: str = "auto") -> dict:
     """Both formats' products of one forward, ready to run, with their bytes and multiply-adds."""
     weights = forward_weights(blocks)
     name, f32_prepare, f32_run = float32_product()
@@ -127,7 +127,7 @@ def prepare(blocks: dict, tile: int) -> dict:
     macs = {fmt: sum(n * k for f, _, n, k in weights if f == fmt) for fmt in qblocks.FORMATS}
 
     def q_run(st, x):
-        return qblocks.matmul(st[0], x, st[1], st[2], st[3], tile=tile)
+        return qblocks.matmul(st[0], x, st[1], st[2], st[3], tile=tile, path=qpath)
 
     return {"weights": weights, "q": q_states, "f32": f_states, "q_run": q_run, "f32_run": f32_run,
             "f32_name": name, "macs": macs, "q_bytes": sum(d.nbytes for _, d, _, _ in weights),
@@ -148,10 +148,10 @@ def rates(p: dict) -> dict:
             "f32": warm_rate(lambda x: p["f32_run"](f_l, x), n_l, k_l)}
 
 
-def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None) -> dict:
+def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None, qpath: str = "auto") -> dict:
     from ..target import gguf_blocks
 
-    p = prepare(gguf_blocks.read(path), tile)
+    p = prepare(gguf_blocks.read(path), tile, qpath)
     threads = torch.get_num_threads()
     tuning = qtuning.describe(qblocks.library(), threads)  # measured now if not cached: before any timing
     bws, t_q, t_f, buf = [], {}, {}, probe_buffer()
@@ -167,10 +167,53 @@ def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None) -
     bw = statistics.median(bws)
     return {"cpu": _cpu_name(), "threads": threads, "tile": tile or "tuned", "tuning": tuning,
             "probe_mb": buf.numel() * 8 / 1e6,
-            "qblocks_path": qblocks.best_path(),
+            "qblocks_path": qblocks.best_path() if qpath == "auto" else qpath,
             "f32_product": p["f32_name"], "bandwidth_gbs": bw, "q_mb": p["q_bytes"] / 1e6,
             "f32_mb": p["f32_bytes"] / 1e6, "macs": p["macs"], "rates_gmacs": {f: v / 1e9 for f, v in r.items()},
             "t_q_ms": t_q, "t_f32_ms": t_f}
+
+
+def compare_paths(paths, rows=(1, 4, 8, 13, 16), rounds: int = 9, gguf: str | None = None, p: dict | None = None) -> dict:
+    """One forward's products from the blocks on each path, in one process, interleaved: for each round,
+    each k, each path in turn (separate runs of --curve differ by more than the paths do). -> {path:
+    {k: median ms}}, with the CPU."""
+    if p is None:
+        from ..target import gguf_blocks
+
+        p = prepare(gguf_blocks.read(gguf), 0)
+    qtuning.ensure(qblocks.library(), torch.get_num_threads())
+    g = torch.Generator().manual_seed(0)
+    xs = {k: {K: torch.randn(k, K, generator=g) for K in {st[3] for st in p["q"]}} for k in rows}
+
+    def once(path: str, k: int) -> float:
+        t0 = time.perf_counter()
+        for fmt, packed, n, K in p["q"]:
+            qblocks.matmul(fmt, xs[k][K], packed, n, K, path=path)
+        return 1e3 * (time.perf_counter() - t0)
+
+    times = {(path, k): [] for path in paths for k in rows}
+    with torch.inference_mode():
+        for path in paths:  # warm: code, OpenMP threads
+            for k in rows:
+                once(path, k)
+        for _ in range(rounds):
+            for k in rows:
+                for path in paths:
+                    times[(path, k)].append(once(path, k))
+    return {"cpu": _cpu_name(), "threads": torch.get_num_threads(), "rounds": rounds,
+            "t_ms": {path: {k: statistics.median(times[(path, k)]) for k in rows} for path in paths}}
+
+
+def render_paths(res: dict) -> str:
+    paths = list(res["t_ms"])
+    rows = list(res["t_ms"][paths[0]])
+    out = [f"CPU: {res['cpu']}, {res['threads']} threads. One forward's products from the GGUF blocks, median ms of "
+           f"{res['rounds']} interleaved rounds, each path's t(k) / its t(1) in brackets.", "",
+           "| k | " + " | ".join(paths) + " |", "|---|" + "---|" * len(paths)]
+    for k in rows:
+        out.append(f"| {k} | " + " | ".join(f"{res['t_ms'][q][k]:.2f} ({res['t_ms'][q][k] / res['t_ms'][q][rows[0]]:.2f})"
+                                           for q in paths) + " |")
+    return "\n".join(out)
 
 
 def _cpu_name() -> str:
@@ -244,17 +287,32 @@ def main(argv=None) -> str:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--rows", default="1-32", help="k values: 1-32, or a list like 1,8,13,16")
     ap.add_argument("--gguf", default=None, help="a GGUF file (default: the default model's)")
+    ap.add_argument("--path", default="auto", choices=list(qblocks.PATHS),
+                    help="qblocks.c's instruction-set path (auto: the best here)")
+    ap.add_argument("--compare-paths", default=None, metavar="P1,P2",
+                    help="t(k) of the listed paths (e.g. avx2,vnni) interleaved in one process, at --rows (default "
+                    "1,4,8,13,16)")
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args(argv)
     if args.tune:
         return tune_report(args.threads)
-    if not args.curve:
+    if not args.curve and not args.compare_paths:
         lib = qblocks.library()
         return f"qblocks.c built; paths here: {', '.join(qblocks.available_paths(lib))} (best {qblocks.best_path(lib)})"
     torch.set_num_threads(args.threads)
     lo, _, hi = args.rows.partition("-")
     rows = tuple(range(int(lo), int(hi) + 1)) if hi else tuple(int(v) for v in args.rows.split(","))
-    res = curve(rows, args.repeats, args.tile, args.gguf)
+    if args.compare_paths:
+        paths = args.compare_paths.split(",")
+        bad = [q for q in paths if q not in qblocks.available_paths()]
+        if bad:
+            raise SystemExit(f"paths not available here: {', '.join(bad)} (here: {', '.join(qblocks.available_paths())})")
+        res = compare_paths(paths, rows if args.rows != "1-32" else (1, 4, 8, 13, 16), gguf=args.gguf)
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(res, f, indent=1)
+        return render_paths(res)
+    res = curve(rows, args.repeats, args.tile, args.gguf, args.path)
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(res, f, indent=1)

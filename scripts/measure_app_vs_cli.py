@@ -174,10 +174,8 @@ def share(cpu_s: float, wall_s: float) -> float:
 def page_run(page, prompt: str, profile: str, a) -> dict:
     """One Generate on the page: both tok/s from the cards, and Chromium's CPU (percent of one core)
     5 s before the click (idle), while EAGLE decoded and while vanilla decoded. The phases are read
-    from the status line ("EAGLE decoding", "vanilla decoding", "Done."), so each window starts up
-    to one Playwright poll late; the drawing after both runs is outside both windows."""
-    from playwright.sync_api import expect
-
+    from the status line ("EAGLE decoding", "vanilla decoding", "Done.") by the page's own observer (no
+    polling: wait_status); the drawing after both runs is outside both windows."""
     box = page.locator("#eg-prompt textarea")
     box.fill(prompt)
     shown = shown_setup(page, box)
@@ -186,10 +184,9 @@ def page_run(page, prompt: str, profile: str, a) -> dict:
     idle = (cpu_seconds(profile) - c0) / 5.0
     marks = []
     page.locator("#eg-generate").click()
-    status = page.locator("#eg-status")
     # a short phase may be missed; with EAGLE_APP_PROGRESS_S large the page shows only "Done." (no phases)
     for text in ("EAGLE decoding|vanilla decoding|Done\\.", "vanilla decoding|Done\\.", "Done\\."):
-        expect(status).to_contain_text(re.compile(text), timeout=a.timeout * 1000)
+        wait_status(page, text, a.timeout)
         marks.append((time.perf_counter(), cpu_seconds(profile)))
     (t1, c1), (t2, c2), (t3, c3) = marks
     cards_ = cards(page)
@@ -199,6 +196,23 @@ def page_run(page, prompt: str, profile: str, a) -> dict:
                 note=page.locator("#eg-comparison .eg-note").last.inner_text(),
                 why=page.locator("#eg-comparison .eg-verdict").inner_text() if page.locator(
                     "#eg-comparison .eg-verdict").count() else "")
+
+
+# Resolves in the page when the status line matches: the page's own MutationObserver wakes on its changes
+# alone, where Playwright's expect() would ask the browser over and over (up to 10 times a second, each a
+# wake-up of Chromium beside the decode; a user's browser is never polled)
+WAIT_STATUS_JS = """([pattern, ms]) => new Promise((resolve, reject) => {
+    const re = new RegExp(pattern), el = () => document.querySelector('#eg-status');
+    const hit = () => re.test((el() || {}).innerText || '');
+    if (hit()) return resolve(true);
+    const ob = new MutationObserver(() => { if (hit()) { ob.disconnect(); resolve(true); } });
+    ob.observe(document.body, {subtree: true, childList: true, characterData: true});
+    setTimeout(() => { ob.disconnect(); reject(new Error('status never matched ' + pattern)); }, ms);
+})"""
+
+
+def wait_status(page, pattern: str, timeout_s: float) -> None:
+    page.evaluate(WAIT_STATUS_JS, [pattern, int(timeout_s * 1000)])
 
 
 CARD = re.compile(r"<b>([^<]*)</b><small>([^<]*)</small>")

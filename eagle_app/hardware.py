@@ -41,13 +41,13 @@ def recorded_views(lang: str = LANG, path: str = RECORDED):
                                   else None) if x)
     # ZeroGPU lends the GPU to one decorated call at a time (zerogpu.py): no measuring there, only the record
     return (hardware_figure(res, m.get("hardware", m["device"]), lang), hardware_markdown(m, res, table, lang),
-            T["zerogpu" if zerogpu.ZERO else "recorded"].format(when=when) + _path_here())
+            T["zerogpu" if zerogpu.ZERO else "recorded"].format(when=when) + _path_here(lang))
 
 
-def _path_here() -> str:
+def _path_here(lang: str = LANG) -> str:
     """The loaded engine's fallback line (model.path_note), or "" (no engine yet, or its own kernels)."""
     engine = MODEL.engine
-    return path_note(engine.target) if engine is not None else ""
+    return path_note(engine.target, lang) if engine is not None else ""
 
 
 def _timed(engine, trees, state):
@@ -92,7 +92,7 @@ def measured_views(m: dict, table: dict, lang: str = LANG):
     """(figure, table Markdown, status) of a measurement made here."""
     res = lesson(m, table)
     status = TEXT("done", lang, seconds=m["seconds"], device=m["hardware"], threads=m["threads"], target=m["target"])
-    status += _path_here()  # a measurement on a fallback path is slower: the panel says which path it timed
+    status += _path_here(lang)  # a measurement on a fallback path is slower: the panel says which path it timed
     return hardware_figure(res, m["hardware"], lang), hardware_markdown(m, res, table, lang), status
 
 

@@ -314,3 +314,24 @@ APP_TEXT = Strings({
     "status.switched": ("The model was switched while this request waited: press Generate again.",
                         "这个请求等待期间模型被切换了：请再点一次“生成”。"),
 })
+
+# The CPU path's fallback line in Chinese (eagle_app/model.path_note), built from the facts the engine
+# keeps as keys (eagle_core/cpu/status.py, PathStatus.kind and .args). English is the engine's own line
+# (PathStatus.line(), which the CLI prints), so it lives there, once.
+FALLBACK_ZH = {
+    "line": "CPU 路径：{path}，原因：{reason}{cost}；{same}。",
+    "cost": "；比本引擎自己的内核慢约 {x:g} 倍（{doc}）",
+    "same": "贪心 EAGLE 仍与普通解码逐个词元相同（乘积和注意力都是行不变的）",
+    "may_part": "贪心 EAGLE 可能在近乎平局处与普通解码分岔（torch 的乘积和注意力不是行不变的）",
+    "portable": "可移植路径（torch 自带的模块，不用 C 内核）",
+    "portable_env": "设置了 {env}=1",
+    "stock": "调用时要求了 FastPath(kernels=\"stock\")",
+    "torch": "torch 的内核",
+    "dtype": "本引擎的内核只运行 float32 权重（这个目标是 {dtype}）",
+    "backend": "{policy} 后端",
+    "forced": "调用时指定了 FastPath(kernels='{policy}')",
+    "torch_named": "torch 的内核（{names}）",
+    "no_library": "C 内核不可用：{error}",
+    "partial": "{names}（本引擎的内核用于 {n} 种权重形状中的 {ok} 种）",
+    "rejected": "smallgemm 在这台机器上有 {bad} 种权重形状没有通过批量不变性检查",
+}

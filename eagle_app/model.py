@@ -13,14 +13,15 @@ from concurrent.futures import Future
 import torch
 
 from eagle_core import Engine, load_engine
-from eagle_core.cpu import path_line
+from eagle_core.cpu import PathStatus, path_status
+from eagle_core.cpu.status import DOC
 from eagle_core.environment import value
 from eagle_core.drafting.shipped import DEFAULT_HEAD3_DIR, DEFAULT_HEAD_DIR
 from eagle_core.target.gpu_presence import cached_mismatch
 from eagle_core.target import DEFAULT_HUB_ID, DEFAULT_MODEL
 
 from . import zerogpu
-from .i18n import APP_TEXT
+from .i18n import APP_TEXT, FALLBACK_ZH
 from .engine_thread import ENGINE_THREAD
 from .tree_advice import choice_note, page_choice
 
@@ -132,14 +133,33 @@ def model_line(engine: Engine, load_s: float, lang: str = "en") -> str:
                title=html.escape(details, quote=True), more=APP_TEXT("model.more", lang))
     unused = cached_mismatch() if device == "cpu" else None  # a GPU torch cannot use: never silently the CPU
     line += "\n\n" + APP_TEXT("model.gpu_unused", lang, msg=html.escape(unused)) if unused else ""
-    return line + path_note(t)
+    return line + path_note(t, lang)
 
 
-def path_note(target) -> str:
+def path_note(target, lang: str = "en") -> str:
     """The CPU path's fallback line (eagle_core.cpu.path_line: which path runs, why, about how much
-    slower), as the model line and the hardware panel show it; "" on the engine's kernels or a GPU."""
-    fallback = path_line(target) if hasattr(target, "fast") else None  # (test doubles carry no FastPath)
-    return "\n\n⚠ " + html.escape(fallback, quote=False) if fallback else ""
+    slower), as the model line and the hardware panel show it, in the page's language; "" on the engine's
+    kernels or a GPU."""
+    if not hasattr(target, "fast"):  # (test doubles carry no FastPath)
+        return ""
+    st = path_status(target)
+    line = fallback_zh(st) if lang == "zh" and st.kind else st.line()
+    return "\n\n⚠ " + html.escape(line, quote=False) if line else ""
+
+
+# each fallback kind's path in Chinese (eagle_app/i18n.FALLBACK_ZH); the reason's key is the kind itself
+_ZH_PATH = {"portable_env": "portable", "stock": "portable", "dtype": "torch", "forced": "backend",
+            "no_library": "torch_named", "rejected": "partial"}
+
+
+def fallback_zh(st: PathStatus) -> str | None:
+    """PathStatus.line() in Chinese, from its kind and args (a compiler's own message stays as it came)."""
+    if not st.fallback:
+        return None
+    z = FALLBACK_ZH
+    cost = z["cost"].format(x=st.slower, doc=DOC) if st.slower else ""
+    return z["line"].format(path=z[_ZH_PATH[st.kind]].format(**st.args), reason=z[st.kind].format(**st.args),
+                            cost=cost, same=z["same" if st.identical else "may_part"])
 
 
 def model_from_env() -> ModelHolder:

@@ -38,6 +38,20 @@ TEXT = Strings({
     "kept": ("**Tree {tree}**, the `{preset}` preset: {reason}.", "<b>树 {tree}</b>，即预设 `{preset}`：{reason}。"),
 })
 
+# Why the preset was kept, in Chinese, by TreeChoice.why (eagle_core/machine/tree_choice.py); English is
+# TreeChoice.reason itself, as the CLI prints it
+KEPT_ZH = {
+    "fixed_env": "设置了 {env}=1",
+    "not_cpu": "不是 CPU（{device}）：用该设备的预设，不做测量",
+    "portable": "可移植路径：没有 C 内核，不为选择而测量 t(k)",
+    "other_head": "τ 记录的是随附的草稿头（{shipped}），不是 {head}",
+    "no_head": "这台机器还没有缓存的选择；用 EAGLE-2 草稿头运行一次就会测量",
+    "failed": "无法测量 t(k)：{error}",
+    "busy": "测量 t(k) 时其他进程占用了 {used} 的 CPU（最多允许 {limit}）；下次启动会重新测量",
+    "noise": "测得的 t(k) 是噪声而不是曲线：t({b}) {tb} 毫秒低于 t({a}) {ta} 毫秒；下次启动会重新测量",
+    "not_chosen": "没有选择（{error}）",
+}
+
 
 def cliffs(forward_ms: dict) -> list[tuple[int, int, float, float]]:
     """(k', k, t(k'), t(k)) for consecutive measured row counts at most 4 apart whose cost jumps by CLIFF."""
@@ -89,7 +103,8 @@ def page_choice(engine) -> TreeChoice | None:
     try:
         return choose_tree(engine)
     except Exception as e:  # the page opens with its preset and says why; the model still serves
-        return preset_choice(engine.target.device, f"not chosen ({type(e).__name__}: {e})")
+        return preset_choice(engine.target.device, f"not chosen ({type(e).__name__}: {e})", why="not_chosen",
+                             why_args={"error": f"{type(e).__name__}: {e}"})
 
 
 def choice_note(choice: TreeChoice | None, lang: str = "en") -> str:
@@ -97,7 +112,9 @@ def choice_note(choice: TreeChoice | None, lang: str = "en") -> str:
     if choice is None:
         return ""
     if not choice.chosen:
-        return TEXT("kept", lang, tree=choice.tree.text, preset=choice.preset, reason=choice.reason)
+        zh = lang == "zh" and choice.why in KEPT_ZH
+        reason = KEPT_ZH[choice.why].format(**choice.why_args) if zh else choice.reason
+        return TEXT("kept", lang, tree=choice.tree.text, preset=choice.preset, reason=reason)
     rows = choice.tree.total_tokens + 1
     ks = sorted(k for k in choice.ratios if k > 1 and k in (rows, max(choice.ratios)))
     curve = ", ".join(f"t({k})/t(1) {choice.ratios[k]:.2f}" for k in ks)

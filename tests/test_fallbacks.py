@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -126,6 +127,46 @@ def test_the_page_and_the_hardware_panel_say_the_same(fresh):
     assert want in model_line(engine, 1.0)
     fresh.setattr(MODEL, "engine", engine)
     assert want in hardware.recorded_views()[2]
+
+
+def _cases(mp):
+    """Each fallback kind the engine names, as (kind, target, a detail its line must carry in any language)."""
+    yield "portable_env", lambda: (mp.setenv(build.PORTABLE_ENV, "1"), tiny_target("llama", seed=1, vocab=8))[1], \
+        "EAGLE_PORTABLE=1"
+    mp.delenv(build.PORTABLE_ENV, raising=False)
+    yield "stock", lambda: tiny_target("llama", seed=1, vocab=8, fast=FastPath.portable()), 'kernels="stock"'
+    yield "forced", lambda: tiny_target("llama", seed=1, vocab=8, fast=FastPath(kernels="mkl")), "mkl"
+    yield "dtype", lambda: SimpleNamespace(fast=FastPath(), kernels=None, device="cpu", dtype=torch.bfloat16), "bfloat16"
+    yield "no_library", lambda: (_no_compiler(mp), tiny_target("llama", seed=1, vocab=8))[1], \
+        "C compiler '/bin/false' failed"
+
+
+def test_the_chinese_page_says_every_fallback_in_chinese_with_its_facts(fresh):
+    """The page in Chinese says each fallback in Chinese (no English clause of the engine's line left), with
+    the same facts: the env var, the backend, the dtype, the compiler's own message, the slowdown, and
+    whether greedy EAGLE stays identical; the English page and the CLI keep the engine's line."""
+    from eagle_app.model import path_note
+
+    seen = set()
+    for kind, make, fact in _cases(fresh):
+        target = make()
+        st = path_status(target)
+        assert st.kind == kind, (kind, st)
+        zh, en = path_note(target, "zh"), path_note(target, "en")
+        assert en.endswith(st.line()) and fact in en and fact in zh, (kind, zh)
+        assert "CPU 路径" in zh and "because" not in zh and "slower" not in zh and "vanilla" not in zh, zh
+        assert ("慢约" in zh) == bool(st.slower) and ("仍与普通解码" in zh) == st.identical, zh
+        seen.add(kind)
+    assert seen == {"portable_env", "stock", "forced", "dtype", "no_library"}
+
+
+@needs_library
+def test_a_rejected_smallgemm_is_said_in_chinese(fresh):
+    from eagle_app.model import path_note
+
+    fresh.setattr(kernels.calibration, "batch_invariant", lambda b, n, k: b.name != "smallgemm")
+    zh = path_note(tiny_target("llama", seed=1, vocab=8), "zh")
+    assert "批量不变性检查" in zh and "smallgemm" in zh and "because" not in zh
 
 
 @pytest.mark.slow

@@ -111,6 +111,11 @@ def test_the_preset_where_no_trustworthy_choice_is_possible(case, reason, tmp_pa
     assert got.line() == f"Tree: {got.tree.text}, the {preset} preset ({got.reason})."
     assert not list(tmp_path.iterdir())  # nothing cached: the next start tries again
     assert m.calls == (1 if "result" in case else 0)
+    from eagle_app.tree_advice import KEPT_ZH, choice_note
+
+    zh = choice_note(got, "zh")  # the Chinese page says the same reason in Chinese, with its values
+    assert got.why in KEPT_ZH and KEPT_ZH[got.why].split("{")[0] in zh and (" " not in got.reason or got.reason not in zh)
+    assert all(str(v) in zh for v in got.why_args.values()) and got.reason in choice_note(got, "en")
 
 
 def test_the_others_share_leaves_out_this_process(monkeypatch):
@@ -121,12 +126,19 @@ def test_the_others_share_leaves_out_this_process(monkeypatch):
     assert tc.others_share((None, 0.0), ((300, 1400), 1.0)) is None  # no /proc/stat: not known
 
 
-def test_a_failed_measurement_keeps_the_preset(tmp_path):
+def test_a_failed_measurement_keeps_the_preset(tmp_path, monkeypatch):
     def broken(engine, trees):
         raise RuntimeError("no memory")
 
     got = choose_tree(engine(), table(), cache_dir=str(tmp_path), env={}, measure=broken)
     assert not got.chosen and got.tree == parse_tree("cpu") and "no memory" in got.reason
+    from eagle_app.tree_advice import choice_note, page_choice
+
+    assert got.why == "failed" and "无法测量" in choice_note(got, "zh") and "no memory" in choice_note(got, "zh")
+    monkeypatch.delenv("EAGLE_FIXED_TREE", raising=False)  # (the tests' conftest keeps the preset)
+    bad = SimpleNamespace(drafter=object(), target=SimpleNamespace(device="cpu"))  # choose_tree raises: the preset
+    kept = page_choice(bad)
+    assert kept.why == "not_chosen" and "没有选择" in choice_note(kept, "zh") and "not chosen" in kept.reason
 
 
 def test_the_measurement_itself_runs_on_a_tiny_engine(monkeypatch):

@@ -10,7 +10,7 @@ kernels/attention.py's torch twin of attention.c (`attend_rows`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -30,6 +30,10 @@ class PathStatus:
     reason: str  # why it is not the engine's kernels ("" where it is, or on a GPU: nothing to explain)
     slower: float | None  # about how many times slower than the engine's kernels (None: not known / not slower)
     identical: bool  # greedy EAGLE equals vanilla by construction: products and attention row invariant, checked
+    # the same facts as keys and values, for a page that says them in another language (eagle_app/i18n.py,
+    # "fallback.*"): kind names the case (portable_env, stock, dtype, forced, no_library, rejected)
+    kind: str = ""
+    args: dict = field(default_factory=dict)
 
     @property
     def fallback(self) -> bool:
@@ -53,29 +57,34 @@ def path_status(target) -> PathStatus:
     if device != "cpu":
         return PathStatus(f"the portable path on {device} (torch's kernels)", "", None, False)
     if not fast.calls_library:
-        why = f"{build.PORTABLE_ENV}=1" if build.portable_forced() else "FastPath(kernels=\"stock\") was asked for"
-        return PathStatus("the portable path (stock torch modules, no C kernels)", why, SLOWER_WITHOUT_KERNELS, False)
+        forced = build.portable_forced()
+        why = f"{build.PORTABLE_ENV}=1" if forced else "FastPath(kernels=\"stock\") was asked for"
+        return PathStatus("the portable path (stock torch modules, no C kernels)", why, SLOWER_WITHOUT_KERNELS, False,
+                          "portable_env" if forced else "stock", {"env": build.PORTABLE_ENV})
     if getattr(target, "weight_format", "float32") == "gguf" and inst is not None and not inst.swaps:
         # every product on the blocks (qblocks.c, row invariant by construction), attention the engine's
         return PathStatus("the engine's kernels", "", None, True)
     if inst is None or not inst.swaps:
         dtype = str(target.dtype).replace("torch.", "")
         return PathStatus("torch's kernels", f"the engine's kernels run float32 weights only (this target is {dtype})",
-                          None, False)
+                          None, False, "dtype", {"dtype": dtype})
     names = sorted(set(inst.choice.values()))
     if inst.policy != "auto":  # forced by name: checked by nobody unless invariant by construction
         if inst.policy == "smallgemm":
             return PathStatus("the engine's kernels", "", None, True)
         return PathStatus(f"the {inst.policy} backend", f"FastPath(kernels={inst.policy!r}) was asked for",
-                          SLOWER_WITHOUT_KERNELS, inst.policy == RowWise.name)
+                          SLOWER_WITHOUT_KERNELS, inst.policy == RowWise.name, "forced", {"policy": inst.policy})
     if fast.library() is None:
-        return PathStatus(f"torch's kernels ({', '.join(names)})", build.library_error(), SLOWER_WITHOUT_KERNELS, True)
+        return PathStatus(f"torch's kernels ({', '.join(names)})", build.library_error(), SLOWER_WITHOUT_KERNELS, True,
+                          "no_library", {"names": ", ".join(names), "error": build.library_error()})
     rejected = [s for s in inst.choice if "smallgemm" in calibration.REJECTED.get(s, ())]
     if rejected:
         return PathStatus(f"{', '.join(names)} (the engine's kernel on {len(inst.choice) - len(rejected)} of "
                           f"{len(inst.choice)} weight shapes)",
                           f"smallgemm failed the batch-invariance check here for {len(rejected)} weight shape(s)",
-                          SLOWER_WITHOUT_KERNELS, True)
+                          SLOWER_WITHOUT_KERNELS, True, "rejected",
+                          {"names": ", ".join(names), "ok": len(inst.choice) - len(rejected), "n": len(inst.choice),
+                           "bad": len(rejected)})
     return PathStatus("the engine's kernels", "", None, True)
 
 

@@ -54,6 +54,9 @@ class TreeChoice:
     chosen: bool = False
     reason: str = ""
     weights: str = "float32"
+    # the reason as a key and its values, for a page that says it in another language (eagle_app/tree_advice.py)
+    why: str = ""
+    why_args: dict = field(default_factory=dict)
     predicted: float | None = None  # the tree's predicted speedup over vanilla
     preset_predicted: float | None = None  # the preset's, from the same measurement
     t1_ms: float | None = None
@@ -73,9 +76,9 @@ class TreeChoice:
                 f"{self.t1_ms:.1f} ms, {curve} ({when}; {ENV}=1 keeps the preset).")
 
 
-def preset_choice(device, reason: str, weights: str = "float32") -> TreeChoice:
+def preset_choice(device, reason: str, weights: str = "float32", why: str = "", why_args: dict | None = None) -> TreeChoice:
     name = default_preset(device)
-    return TreeChoice(parse_tree(name), name, reason=reason, weights=weights)
+    return TreeChoice(parse_tree(name), name, reason=reason, weights=weights, why=why, why_args=why_args or {})
 
 
 def candidates(table: dict, max_drafts: int = MAX_DRAFTS) -> list[TreeSetting]:
@@ -221,20 +224,21 @@ def decide(measured: dict, table: dict, trees, preset: str, weights: str) -> Tre
                       seconds=round(measured.get("seconds", 0.0), 2))
 
 
-def _refusal(engine, table: dict, env) -> str:
-    """Why this engine cannot have its tree chosen here ("" if it can)."""
+def _refusal(engine, table: dict, env) -> tuple[str, str, dict]:
+    """Why this engine cannot have its tree chosen here: (words, key, values), or ("", "", {}) if it can."""
     target = engine.target
     if flag(ENV, env):
-        return f"{ENV}=1"
+        return f"{ENV}=1", "fixed_env", {"env": ENV}
     if not str(target.device).startswith("cpu"):
-        return f"not a CPU ({target.device}): the device's preset, not measured"
+        return f"not a CPU ({target.device}): the device's preset, not measured", "not_cpu", {"device": str(target.device)}
     if not target.fast.calls_library:
-        return "the portable path: no kernels, t(k) not measured for a choice"
+        return "the portable path: no kernels, t(k) not measured for a choice", "portable", {}
     if engine.drafter is not None:
         vocab = len(engine.draft_vocab) if engine.draft_vocab else "full"
         if engine.head_name != table.get("head") or vocab != table.get("draft_vocab"):
-            return f"tau is recorded for the shipped head ({table.get('head')}), not {engine.head_name}"
-    return ""
+            return (f"tau is recorded for the shipped head ({table.get('head')}), not {engine.head_name}", "other_head",
+                    {"shipped": table.get("head"), "head": engine.head_name})
+    return "", "", {}
 
 
 def choose_tree(engine, table: dict | None = None, cache_dir: str | None = None, env=None,
@@ -246,33 +250,36 @@ def choose_tree(engine, table: dict | None = None, cache_dir: str | None = None,
     weights = getattr(target, "weight_format", "float32")
     preset = default_preset(target.device)
     table = table or load_tau_table(TAU_TABLE)
-    why = _refusal(engine, table, env)
+    why, key, args = _refusal(engine, table, env)
     if why:
-        return preset_choice(target.device, why, weights)
+        return preset_choice(target.device, why, weights, key, args)
     key = cache_key(target, table)
     hit = load_cached(key, cache_dir)
     if hit is not None:
         return hit
     if engine.drafter is None:
         return preset_choice(target.device, "no choice cached for this machine yet; a run with the EAGLE-2 head "
-                             "measures it", weights)
+                             "measures it", weights, "no_head")
     trees = candidates(table)
     try:
         m = measure(engine, trees)
     except (RuntimeError, ValueError, OSError) as e:  # a start-up never fails for want of a measurement
-        return preset_choice(target.device, f"t(k) could not be measured: {type(e).__name__}: {e}", weights)
+        return preset_choice(target.device, f"t(k) could not be measured: {type(e).__name__}: {e}", weights, "failed",
+                             {"error": f"{type(e).__name__}: {e}"})
     others = m.get("others")
     if "forward_ms" not in m or (others is not None and others > MAX_OTHERS):
         used = f"{others:.0%}" if others is not None else "too much"
         return preset_choice(target.device, f"other processes used {used} of the CPUs while t(k) was measured (at "
-                             f"most {MAX_OTHERS:.0%}); the next start measures again", weights)
+                             f"most {MAX_OTHERS:.0%}); the next start measures again", weights, "busy",
+                             {"used": used, "limit": f"{MAX_OTHERS:.0%}"})
     ks = sorted(m["forward_ms"])
     bumps = [(a, b) for a in ks for b in ks if a < b and m["forward_ms"][b] < MONOTONE * m["forward_ms"][a]]
     if bumps:
         a, b = bumps[0]
         return preset_choice(target.device, f"the measured t(k) is noise, not a curve: t({b}) "
                              f"{m['forward_ms'][b]:.1f} ms under t({a}) {m['forward_ms'][a]:.1f} ms; the next start "
-                             "measures again", weights)
+                             "measures again", weights, "noise",
+                             {"a": a, "b": b, "ta": f"{m['forward_ms'][a]:.1f}", "tb": f"{m['forward_ms'][b]:.1f}"})
     choice = decide(m, table, trees, preset, weights)
     store(key, choice, cache_dir)
     return choice

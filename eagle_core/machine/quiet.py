@@ -19,7 +19,7 @@ def load_per_core() -> float | None:
         return None
 
 
-def _cpu_times() -> tuple[int, int] | None:
+def cpu_times() -> tuple[int, int] | None:
     """(busy, total) jiffies of all CPUs from /proc/stat (steal counts as busy: a neighbour took it)."""
     try:
         with open("/proc/stat") as f:
@@ -33,9 +33,9 @@ def _cpu_times() -> tuple[int, int] | None:
 def others_cpu(seconds: float = 1.0) -> float | None:
     """Share of all CPUs in use while this process only sleeps (after a pause for its threads to settle)."""
     time.sleep(0.3)
-    a = _cpu_times()
+    a = cpu_times()
     time.sleep(seconds)
-    b = _cpu_times()
+    b = cpu_times()
     if a is None or b is None or b[1] <= a[1]:
         return None
     return round((b[0] - a[0]) / (b[1] - a[1]), 2)

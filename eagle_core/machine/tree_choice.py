@@ -31,7 +31,7 @@ import torch
 from ..config import TreeSetting, default_preset, parse_tree
 from ..environment import cache_root, flag
 from .hardware import TAU_TABLE, load_tau_table, predict
-from .quiet import MAX_OTHERS, _cpu_times
+from .quiet import MAX_OTHERS, cpu_times
 from .timing import ForwardTiming, measure_head_steps
 
 ENV = "EAGLE_FIXED_TREE"  # on: the device's preset, no measurement
@@ -190,22 +190,22 @@ def measure_here(engine, trees, budget_s: float = BUDGET_S) -> dict:
     target, head, vocab = engine.target, engine.drafter.head, engine.draft_vocab
     sizes = sorted({1} | {t.total_tokens + 1 for t in trees})
     widths = widths_for(trees)
-    t0, before = time.perf_counter(), (_cpu_times(), _own_cpu_s())
+    t0, before = time.perf_counter(), (cpu_times(), _own_cpu_s())
 
     def stop(r):  # busy in the prefill or the warm-up: give up at once (the preset); slow: end at the budget
-        share = others_share(before, (_cpu_times(), _own_cpu_s()))
+        share = others_share(before, (cpu_times(), _own_cpu_s()))
         if r <= 1 and share is not None and share > MAX_OTHERS:
             return "abandon"
         return "end" if time.perf_counter() - t0 > budget_s else ""
 
     fwd = forward_curve(target, sizes, stop=stop)
     if fwd is None:
-        return {"others": others_share(before, (_cpu_times(), _own_cpu_s())), "seconds": time.perf_counter() - t0}
+        return {"others": others_share(before, (cpu_times(), _own_cpu_s())), "seconds": time.perf_counter() - t0}
     n_vocab = len(vocab) if vocab else None
     hs = measure_head_steps(target, head, CONTEXT, widths, (n_vocab,), top_k=max(widths), repeats=HEAD_REPEATS)
     n_rows = n_vocab or target.lm_head_weight.shape[0]
     step = {m: hs["head_ms"][m] + hs["lm_ms"][(n_rows, m)] for m in widths}
-    after = (_cpu_times(), _own_cpu_s())
+    after = (cpu_times(), _own_cpu_s())
     return {"forward_ms": fwd, "step_ms": step, "seconds": time.perf_counter() - t0,
             "others": others_share(before, after)}
 

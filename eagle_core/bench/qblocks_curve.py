@@ -173,42 +173,52 @@ def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None, q
             "t_q_ms": t_q, "t_f32_ms": t_f}
 
 
-def compare_paths(paths, rows=(1, 4, 8, 13, 16), rounds: int = 9, gguf: str | None = None, p: dict | None = None) -> dict:
-    """One forward's products from the blocks on each path, in one process, interleaved: for each round,
-    each k, each path in turn (separate runs of --curve differ by more than the paths do). -> {path:
-    {k: median ms}}, with the CPU."""
+def compare_paths(paths, rows=(1, 4, 8, 13, 16), rounds: int = 9, gguf: str | None = None, p: dict | None = None,
+                  prefetches=None) -> dict:
+    """One forward's products from the blocks on each path (or, with `prefetches`, on the best path at each
+    software prefetch distance in bytes), in one process, interleaved: for each round, each k, each variant
+    in turn (separate runs of --curve differ by more than the variants do). -> {"t_ms": {variant: {k: median
+    ms}}}, with the CPU."""
     if p is None:
         from ..target import gguf_blocks
 
         p = prepare(gguf_blocks.read(gguf), 0)
-    qtuning.ensure(qblocks.library(), torch.get_num_threads())
+    lib, threads = qblocks.library(), torch.get_num_threads()
+    tuned = qtuning.ensure(lib, threads)
     g = torch.Generator().manual_seed(0)
     xs = {k: {K: torch.randn(k, K, generator=g) for K in {st[3] for st in p["q"]}} for k in rows}
+    variants = {f"prefetch {b} B": ("auto", b) for b in prefetches} if prefetches else {q: (q, None) for q in paths}
 
-    def once(path: str, k: int) -> float:
+    def once(name: str, k: int) -> float:
+        path, pf = variants[name]
+        if pf is not None:
+            qblocks.set_tuning(tuned.tile, pf, tuned.split, threads=threads, lib=lib)
         t0 = time.perf_counter()
         for fmt, packed, n, K in p["q"]:
             qblocks.matmul(fmt, xs[k][K], packed, n, K, path=path)
         return 1e3 * (time.perf_counter() - t0)
 
-    times = {(path, k): [] for path in paths for k in rows}
-    with torch.inference_mode():
-        for path in paths:  # warm: code, OpenMP threads
-            for k in rows:
-                once(path, k)
-        for _ in range(rounds):
-            for k in rows:
-                for path in paths:
-                    times[(path, k)].append(once(path, k))
-    return {"cpu": _cpu_name(), "threads": torch.get_num_threads(), "rounds": rounds,
-            "t_ms": {path: {k: statistics.median(times[(path, k)]) for k in rows} for path in paths}}
+    times = {(v, k): [] for v in variants for k in rows}
+    try:
+        with torch.inference_mode():
+            for v in variants:  # warm: code, OpenMP threads
+                for k in rows:
+                    once(v, k)
+            for _ in range(rounds):
+                for k in rows:
+                    for v in variants:
+                        times[(v, k)].append(once(v, k))
+    finally:
+        qtuning.set_tuning(lib, threads, tuned)
+    return {"cpu": _cpu_name(), "threads": threads, "rounds": rounds,
+            "t_ms": {v: {k: statistics.median(times[(v, k)]) for k in rows} for v in variants}}
 
 
 def render_paths(res: dict) -> str:
     paths = list(res["t_ms"])
     rows = list(res["t_ms"][paths[0]])
     out = [f"CPU: {res['cpu']}, {res['threads']} threads. One forward's products from the GGUF blocks, median ms of "
-           f"{res['rounds']} interleaved rounds, each path's t(k) / its t(1) in brackets.", "",
+           f"{res['rounds']} interleaved rounds, each column's t(k) / its t(1) in brackets.", "",
            "| k | " + " | ".join(paths) + " |", "|---|" + "---|" * len(paths)]
     for k in rows:
         out.append(f"| {k} | " + " | ".join(f"{res['t_ms'][q][k]:.2f} ({res['t_ms'][q][k] / res['t_ms'][q][rows[0]]:.2f})"
@@ -292,22 +302,25 @@ def main(argv=None) -> str:
     ap.add_argument("--compare-paths", default=None, metavar="P1,P2",
                     help="t(k) of the listed paths (e.g. avx2,vnni) interleaved in one process, at --rows (default "
                     "1,4,8,13,16)")
+    ap.add_argument("--compare-prefetch", default=None, metavar="B1,B2",
+                    help="the same, for software prefetch distances in bytes (e.g. 0,2048) on the best path")
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args(argv)
     if args.tune:
         return tune_report(args.threads)
-    if not args.curve and not args.compare_paths:
+    if not args.curve and not args.compare_paths and not args.compare_prefetch:
         lib = qblocks.library()
         return f"qblocks.c built; paths here: {', '.join(qblocks.available_paths(lib))} (best {qblocks.best_path(lib)})"
     torch.set_num_threads(args.threads)
     lo, _, hi = args.rows.partition("-")
     rows = tuple(range(int(lo), int(hi) + 1)) if hi else tuple(int(v) for v in args.rows.split(","))
-    if args.compare_paths:
-        paths = args.compare_paths.split(",")
+    if args.compare_paths or args.compare_prefetch:
+        paths = args.compare_paths.split(",") if args.compare_paths else []
         bad = [q for q in paths if q not in qblocks.available_paths()]
         if bad:
             raise SystemExit(f"paths not available here: {', '.join(bad)} (here: {', '.join(qblocks.available_paths())})")
-        res = compare_paths(paths, rows if args.rows != "1-32" else (1, 4, 8, 13, 16), gguf=args.gguf)
+        pfs = [int(b) for b in args.compare_prefetch.split(",")] if args.compare_prefetch else None
+        res = compare_paths(paths, rows if args.rows != "1-32" else (1, 4, 8, 13, 16), gguf=args.gguf, prefetches=pfs)
         if args.json_out:
             with open(args.json_out, "w") as f:
                 json.dump(res, f, indent=1)

@@ -10,7 +10,7 @@ candidate's time relative to the best candidate's at that row count, weighted. T
 knob at a time (tile, then prefetch, then split), the candidates interleaved round by round and the
 minimum over rounds kept for each product (then summed), so that a busy moment elsewhere hits every
 candidate alike and spoils a few products, not a whole pass; the incumbent stays unless another is
-PREFER better. About 2 s on a 2-core machine (6-13 s while three other jobs shared it).
+PREFER better. About 4 s on a 2-core machine (docs/performance.md, "The blocks' knobs, chosen per machine").
 
 `python -m eagle_core.bench.qblocks_curve --tune` measures again and replaces the cached choice (what
 to run on a quiet machine: a choice measured while other work ran is cached too).
@@ -49,11 +49,11 @@ SPLITS = {"groups": 0, "rows": 1}  # how threads share a product (qblocks.c's sp
 Q4_1, Q8_0, PLAIN = 0, 1, 1  # qblocks.c's fmt values; its plain C path
 GROUP_BLOCK_BYTES = {Q4_1: 320, Q8_0: 544}  # a group-block: 16 rows x 32 weights, packed
 
-TUNING_VERSION = 1  # in the cache key: a new way of choosing measures again
-ROWS = {1: 1.0, 8: 1.0, 13: 1.0, 16: 1.0, 32: 0.5}
+TUNING_VERSION = 2  # in the cache key: a new way of choosing measures again
+ROWS = {1: 1.0, 4: 1.0, 5: 1.0, 8: 1.0, 13: 1.0, 16: 1.0, 32: 0.5}
 TILES = (6, 8, 10, 12, 14, 16)
 PREFETCHES = (0, 1024, 2048, 4096, 8192, 16384)
-COLD_BYTES = 32 << 20
+COLD_BYTES = 128 << 20  # above the default model's 96 MB of blocks: products stream as a forward's do
 ROUNDS = 3
 PREFER = 1.03  # another candidate's weighted relative time must be 3% below the incumbent's
 

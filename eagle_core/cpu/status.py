@@ -31,7 +31,7 @@ class PathStatus:
     slower: float | None  # about how many times slower than the engine's kernels (None: not known / not slower)
     identical: bool  # greedy EAGLE equals vanilla by construction: products and attention row invariant, checked
     # the same facts as keys and values, for a page that says them in another language (eagle_app/i18n.py,
-    # "fallback.*"): kind names the case (portable_env, stock, dtype, forced, no_library, rejected)
+    # FALLBACK_ZH): kind names the case (portable_env, stock, dtype, forced, no_library, rejected)
     kind: str = ""
     args: dict = field(default_factory=dict)
 
@@ -75,8 +75,9 @@ def path_status(target) -> PathStatus:
         return PathStatus(f"the {inst.policy} backend", f"FastPath(kernels={inst.policy!r}) was asked for",
                           SLOWER_WITHOUT_KERNELS, inst.policy == RowWise.name, "forced", {"policy": inst.policy})
     if fast.library() is None:
-        return PathStatus(f"torch's kernels ({', '.join(names)})", build.library_error(), SLOWER_WITHOUT_KERNELS, True,
-                          "no_library", {"names": ", ".join(names), "error": build.library_error()})
+        error = build.library_error()
+        return PathStatus(f"torch's kernels ({', '.join(names)})", error, SLOWER_WITHOUT_KERNELS, True,
+                          "no_library", {"names": ", ".join(names), "error": error})
     rejected = [s for s in inst.choice if "smallgemm" in calibration.REJECTED.get(s, ())]
     if rejected:
         return PathStatus(f"{', '.join(names)} (the engine's kernel on {len(inst.choice) - len(rejected)} of "

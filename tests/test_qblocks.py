@@ -286,6 +286,9 @@ def test_the_interleaved_path_comparison_times_every_path_at_every_row_count(lib
     assert [line.split("|")[1].strip() for line in table[-3:]] == ["1", "3", "16"]
     with pytest.raises(SystemExit, match="not available"):
         qc.main(["--compare-paths", "vnni,nosuch"])
+    for bad in ("abc", "100", "32768"):
+        with pytest.raises(SystemExit, match="--compare-prefetch .*multiples of 64"):
+            qc.main(["--compare-prefetch", f"0,{bad}"])
     before = qb.get_tuning(torch.get_num_threads(), lib)
     res = qc.compare_paths([], rows=(2,), rounds=1, p=p, prefetches=(0, 2048))  # the knob, on the best path
     assert list(res["t_ms"]) == ["prefetch 0 B", "prefetch 2048 B"] and qb.get_tuning(torch.get_num_threads(), lib) == before

@@ -319,7 +319,11 @@ def main(argv=None) -> str:
         bad = [q for q in paths if q not in qblocks.available_paths()]
         if bad:
             raise SystemExit(f"paths not available here: {', '.join(bad)} (here: {', '.join(qblocks.available_paths())})")
-        pfs = [int(b) for b in args.compare_prefetch.split(",")] if args.compare_prefetch else None
+        pfs = args.compare_prefetch.split(",") if args.compare_prefetch else None
+        if pfs and not all(b.isdigit() and int(b) % 64 == 0 and int(b) <= qtuning.MAX_PREFETCH for b in pfs):
+            raise SystemExit(f"--compare-prefetch {args.compare_prefetch}: byte counts 0..{qtuning.MAX_PREFETCH}, "
+                             "multiples of 64, comma-separated")
+        pfs = [int(b) for b in pfs] if pfs else None
         res = compare_paths(paths, rows if args.rows != "1-32" else (1, 4, 8, 13, 16), gguf=args.gguf, prefetches=pfs)
         if args.json_out:
             with open(args.json_out, "w") as f:

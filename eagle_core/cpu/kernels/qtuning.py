@@ -53,6 +53,7 @@ TUNING_VERSION = 2  # in the cache key: a new way of choosing measures again
 ROWS = {1: 1.0, 4: 1.0, 5: 1.0, 8: 1.0, 13: 1.0, 16: 1.0, 32: 0.5}
 TILES = (6, 8, 10, 12, 14, 16)
 PREFETCHES = (0, 1024, 2048, 4096, 8192, 16384)
+MAX_PREFETCH = 16384  # qblocks.c's MAX_PREFETCH: qb_set_tuning refuses more (or a distance not a multiple of 64)
 COLD_BYTES = 128 << 20  # above the default model's 96 MB of blocks: products stream as a forward's do
 ROUNDS = 3
 PREFER = 1.03  # another candidate's weighted relative time must be 3% below the incumbent's

@@ -121,6 +121,23 @@ def _qb_tuning(raw: str) -> str | dict | None:
     return knobs
 
 
+def _f32_tuning(raw: str) -> str | dict | None:
+    """EAGLE_F32_TUNING: "auto" (measure once, cached), "off" (smallgemm.c's compiled blocking), or the
+    blocking fixed by hand, "from=9,height=8" (either): blocked from 2..13 rows, tiles of 1..12."""
+    text = raw.strip().lower()
+    if text in ("", "auto", "off"):
+        return text or None
+    knobs = {}
+    for part in text.split(","):
+        key, _, val = (p.strip() for p in part.partition("="))
+        if key not in ("from", "height") or not val.isdigit():
+            raise ValueError(f"cannot read {part.strip()!r}")
+        knobs["blocked_from" if key == "from" else "height"] = int(val)
+    if not 2 <= knobs.get("blocked_from", 13) <= 13 or not 1 <= knobs.get("height", 12) <= 12:
+        raise ValueError("out of range")
+    return knobs
+
+
 SECONDS = "a number of seconds > 0"
 VARIABLES: tuple[Variable, ...] = (
     Variable("EAGLE_PORTABLE", _boolean, BOOLEAN, "off",
@@ -136,6 +153,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("EAGLE_QB_TUNING", _qb_tuning, "auto, off, or tile=1..16,prefetch=0..16384 (a multiple of 64),"
              "split=groups or rows (any of them)", "auto: measured on first use per CPU model and thread count, cached",
              "the GGUF-block products' row tile, prefetch distance and thread split (qtuning.py)", "engine"),
+    Variable("EAGLE_F32_TUNING", _f32_tuning, "auto, off, or from=2..13,height=1..12 (either)",
+             "auto: measured on first use per CPU model and thread count, cached",
+             "from how many rows the float32 products run blocked, and their tallest tile (ftuning.py)", "engine"),
     Variable("SPACE_ID", _text, "any text (set by a Hugging Face Space)", "unset",
              "on a Space: the cache goes to /data, the model picker is off", "engine"),
     Variable("EAGLE_APP_MODEL", _text, "a hub id or a directory", "the embedded SmolLM2-135M-Instruct",

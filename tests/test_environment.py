@@ -22,7 +22,7 @@ BAD = {
     "EAGLE_APP_HEAD3_ROPE_THETA": "-1", "EAGLE_APP_DTYPE": "float8", "EAGLE_APP_THREADS": "many",
     "EAGLE_APP_RUN_BUDGET_S": "abc", "EAGLE_APP_FAIR_BUDGET_S": "0", "EAGLE_APP_PROGRESS_S": "-2",
     "EAGLE_APP_ALLOW_SWITCH": "sometimes", "SPACES_ZERO_GPU": "perhaps", "EAGLE_FIXED_TREE": "later",
-    "EAGLE_QB_TUNING": "tile=17",
+    "EAGLE_QB_TUNING": "tile=17", "EAGLE_F32_TUNING": "from=14",
 }
 FREE_TEXT = {"EAGLE_EXPLAINER_CACHE", "CC", "SPACE_ID", "EAGLE_APP_MODEL", "EAGLE_APP_HEAD", "EAGLE_APP_HEAD3"}
 
@@ -48,7 +48,7 @@ def test_problems_lists_every_bad_value_and_nothing_when_all_are_good():
     assert len(problems(BAD)) == len(BAD)
     engine = problems(BAD, used_by=("engine",))  # the CLI's check: the engine's variables only
     assert [line.split("=")[0] for line in engine] == ["EAGLE_PORTABLE", "EAGLE_HUB_PROBE_S", "EAGLE_FIXED_TREE",
-                                                      "EAGLE_QB_TUNING"]
+                                                      "EAGLE_QB_TUNING", "EAGLE_F32_TUNING"]
 
 
 @pytest.mark.parametrize("raw,expected", [("1", True), ("true", True), ("YES", True), (" on ", True), ("0", False),

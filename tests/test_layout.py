@@ -216,7 +216,8 @@ def _engine_sources():
 def test_the_engine_has_one_switch():
     """The one environment variable that changes what the engine computes is EAGLE_PORTABLE (the
     portable path everywhere); the others it reads say where (its cache), how long (a hub probe) and how
-    fast the GGUF-block products run (EAGLE_QB_TUNING: their knobs, which change no bit).
+    fast the GGUF-block and float32 products run (EAGLE_QB_TUNING, EAGLE_F32_TUNING: their knobs, which
+    change no bit).
     Everything else about the CPU fast path is FastPath, chosen at load."""
     import re
 
@@ -226,9 +227,10 @@ def test_the_engine_has_one_switch():
             continue
         names |= set(re.findall(r"[\"'](EAGLE_[A-Z0-9_]+)[\"']", open(path, encoding="utf-8").read()))
     # EAGLE_FIXED_TREE: which tree the front ends open with (machine/tree_choice.py), not what a tree computes;
-    # EAGLE_QB_TUNING: how fast the blocks' products run (qtuning.py), not what they compute
+    # EAGLE_QB_TUNING, EAGLE_F32_TUNING: how fast the blocks' and the float32 products run (qtuning.py,
+    # ftuning.py), not what they compute
     assert names <= {"EAGLE_PORTABLE", "EAGLE_EXPLAINER_CACHE", "EAGLE_HUB_PROBE_S", "EAGLE_FIXED_TREE",
-                     "EAGLE_QB_TUNING"}, names
+                     "EAGLE_QB_TUNING", "EAGLE_F32_TUNING"}, names
     assert "EAGLE_PORTABLE" in names
 
 

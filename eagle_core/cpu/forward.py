@@ -39,7 +39,7 @@ from torch import nn
 from torch.nn.modules import module as _torch_module
 
 from . import kernels
-from .kernels import attention
+from .kernels import attention, ftuning
 from .quant_linear import QuantLinear, blocks_in_layers, layer_kinds
 from ..target.hf_compat import cache_kwarg
 from ..kvcache import GrowingLayer
@@ -253,12 +253,10 @@ class CpuDecoder:
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
         self._cache_type, self._attention_functions = DynamicCache, ALL_ATTENTION_FUNCTIONS
-        # What a call checks: one swapped module (Target.stock_kernels() puts nn.Linear back) and
-        # the modules this forward calls or replaces, for hooks registered after load.
+        # What a call checks: one swapped module (stock_kernels() puts nn.Linear back), hooks added after load.
         self._probe = (self.blocks[0].self_attn, self.blocks[0].self_attn.q_proj)
         self._watched = [self.body, self.body.embed_tokens, self.body.rotary_emb, self.body.norm, *self.blocks]
-        # The weights copied into the fused products: edited in place (or replaced), they are repacked
-        # (QuantLinear's blocks are the file's bytes, read-only: nothing to watch).
+        # The weights copied into the fused products, repacked when edited (QuantLinear's blocks: read-only).
         self._sources = [t for b in self.blocks for p in _projections(b) if isinstance(p, kernels.Linear)
                          for t in (p.weight, p.bias) if t is not None]
         self._inference = any(t.is_inference() for t in self._sources)  # (no version counter: storage only)
@@ -287,6 +285,8 @@ class CpuDecoder:
     def _pack(self) -> None:
         seen = self._fingerprint()
         own = self.c_layers and kernels.library() is not None and self.installed.policy in ("auto", "smallgemm")
+        if own and not self.gguf:  # the float32 products' blocking for this machine (measured once, cached)
+            ftuning.ensure(kernels.library(), torch.get_num_threads())
         blocks = self.c_layers and self.gguf and blocks_in_layers()  # layer.c reads the blocks too
         self.layers = [_Layer(b, self.installed, own, blocks) for b in self.blocks]
         self._seen = seen  # last: a concurrent call sees the old fingerprint until the new layers are in

@@ -109,7 +109,21 @@ def cache_key(target, table: dict, threads: int | None = None) -> dict:
     return {"version": VERSION, "cpu": cpu_model(), "threads": threads or torch.get_num_threads(),
             "weights": getattr(target, "weight_format", "float32"), "target": str(target.name),
             "head": table.get("head"), "tau": hashlib.sha256(tau.encode()).hexdigest()[:16],
-            "kernels": kernels_digest()}
+            "kernels": kernels_digest(), "blocking": _blocking(target)}
+
+
+def _blocking(target) -> str:
+    """The float32 products' blocking in use (ftuning.py: by hand through EAGLE_F32_TUNING, it times
+    differently from the measured one); "" where it does not apply."""
+    on_cpu = str(getattr(target, "device", "cpu")).startswith("cpu")
+    if getattr(target, "weight_format", "float32") != "float32" or not on_cpu:
+        return ""
+    try:
+        from ..cpu.kernels.ftuning import in_use
+
+        return in_use()
+    except (ImportError, OSError, AttributeError):
+        return ""
 
 
 def cache_path(key: dict, root: str | None = None) -> str:

@@ -108,6 +108,10 @@ def _declared(lib):
     lib.lm_top.argtypes = [vp, vp, i64, ctypes.c_int, vp, vp, ctypes.c_int]
     lib.lm_top.restype = ctypes.c_int
     lib.gemv8_int16.restype = ctypes.c_int
+    lib.smallgemm_set_blocking.argtypes = [ctypes.c_int, ctypes.c_int]
+    lib.smallgemm_set_blocking.restype = ctypes.c_int
+    lib.smallgemm_get_blocking.argtypes = [vp]
+    lib.smallgemm_get_blocking.restype = ctypes.c_int
     lib.attention_wide.argtypes = [ctypes.c_int]
     lib.attention_wide.restype = ctypes.c_int
     return lib

@@ -183,8 +183,8 @@ static const tile_fn TILES512[2][WIDE + 1] = {
      tile512h_9, tile512h_10, tile512h_11, tile512h_12}};
 
 
-/* AVX-512, more rows than one tile holds (13 and up): the rows are cut into tiles of nearly equal height
- * (<= WIDE) and each tile covers two pairs of panels (32 outputs, 2R accumulators), so even a 7-row tile
+/* AVX-512, from blocked_from rows (13, more than one tile holds, unless the machine's measured choice
+ * says fewer: below): the rows are cut into tiles of nearly equal height (<= block_height) and each tile covers two pairs of panels (32 outputs, 2R accumulators), so even a 7-row tile
  * has 14 independent sums in flight and reads each broadcast of x once for 32 outputs. The k steps run
  * in blocks of KB: every tile prefetches its share of the next block while it computes on this one, so
  * the block is in L1 for all the tiles and each weight is streamed once for all rows. A tile's sums are kept between blocks in
@@ -247,7 +247,34 @@ static const block_fn BLOCKS512[WIDE + 1][2][2] = {
     {{0, 0}, {0, 0}}, BLK_ROW(1), BLK_ROW(2), BLK_ROW(3), BLK_ROW(4), BLK_ROW(5), BLK_ROW(6),
     BLK_ROW(7), BLK_ROW(8), BLK_ROW(9), BLK_ROW(10), BLK_ROW(11), BLK_ROW(12)};
 
-/* m > WIDE rows on AVX-512: pairs of pairs of panels shared out to the threads, BLOCK_ROWS rows a pass. */
+/* Where AVX-512 products switch to product_blocked, and its tallest tile: from `blocked_from` rows
+ * (2..WIDE + 1) a product takes product_blocked, cut into tiles of at most `block_height` rows (1..WIDE);
+ * below, one tile of up to WIDE rows per pair of panels. Every output gets the same bits either way
+ * (one accumulator, fma in k order from 0), so the choice is speed alone, and it differs by CPU: on a
+ * Zen 5 one 12-row tile was the fastest (docs/performance.md, "No cliff past 12 rows"), on a 2-vCPU
+ * Xeon 9-12 rows ran 5-10% faster blocked in tiles of 6-8. Chosen per machine on first use
+ * (ftuning.py); until then the compiled defaults below. */
+#ifndef BLOCKED_FROM
+#define BLOCKED_FROM (WIDE + 1)
+#endif
+static int blocked_from = BLOCKED_FROM, block_height = WIDE;
+
+/* -> 0, or -1 for a value out of range (nothing set then). */
+int smallgemm_set_blocking(int from, int height) {
+    if (from < 2 || from > WIDE + 1 || height < 1 || height > WIDE) return -1;
+    blocked_from = from;
+    block_height = height;
+    return 0;
+}
+
+/* out[0..1] = the blocking in use; -> 1 where it applies (the CPU has AVX-512), else 0 */
+int smallgemm_get_blocking(int *out) {
+    out[0] = blocked_from;
+    out[1] = block_height;
+    return __builtin_cpu_supports("avx512f") ? 1 : 0;
+}
+
+/* m >= blocked_from rows on AVX-512: pairs of pairs of panels shared out to the threads, BLOCK_ROWS rows a pass. */
 static A512 void product_blocked(const float *x, int64_t m, int64_t ldx, const void *p, const int half, int64_t n,
                                  int64_t k, const float *bias, float *y, int64_t ldy, int nthreads) {
     const int64_t esize = half ? 2 : 4, pstride = k * 2 * NB * esize;
@@ -260,7 +287,7 @@ static A512 void product_blocked(const float *x, int64_t m, int64_t ldx, const v
         const int np = 2 * du + 1 < pairs ? 2 : 1;
         const char *pp = (const char *)p + 2 * du * pstride;
         for (int64_t m0 = 0; m0 < m; m0 += BLOCK_ROWS) {
-            const int64_t mb = m - m0 < BLOCK_ROWS ? m - m0 : BLOCK_ROWS, tiles = (mb + WIDE - 1) / WIDE;
+            const int64_t mb = m - m0 < BLOCK_ROWS ? m - m0 : BLOCK_ROWS, tiles = (mb + block_height - 1) / block_height;
             for (int64_t k0 = 0; k0 < k; k0 += KB) {
                 const int64_t k1 = k0 + KB < k ? k0 + KB : k, line = 2 * NB * esize; /* bytes of one k step */
                 /* the next block's bytes: the rest of this pair after k1, or the next duo's first block
@@ -301,7 +328,7 @@ static int has_avx512(void) {
  * y: [M,N] rows ldy apart; bias: [N] or NULL. */
 static void product(const float *x, int64_t m, int64_t ldx, const void *p, const int half, int64_t n, int64_t k,
                     const float *bias, float *y, int64_t ldy, int nthreads) {
-    if (m > WIDE && has_avx512()) {
+    if (m >= blocked_from && has_avx512()) {
         product_blocked(x, m, ldx, p, half, n, k, bias, y, ldy, nthreads);
         return;
     }

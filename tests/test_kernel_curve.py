@@ -60,17 +60,19 @@ def test_the_blocking_comparison_shows_each_blocking_against_the_first():
     res = {"cpu": "test CPU", "threads": 2, "context": 300, "rounds": 7,
            "t_ms": {"blocked from 13 rows, tiles of at most 12": {1: 26.0, 10: 36.0},
                     "blocked from 7 rows, tiles of at most 6": {1: 26.0, 10: 31.5}}}
-    md = report.render_blocking(res)
-    assert "test CPU" in md and "7 interleaved rounds" in md
+    from eagle_core.bench.knob_compare import render
+
+    md = render(res)
+    assert "test CPU" in md and "7 interleaved rounds" in md and "float32 forward" in md
     assert "| 10 | 36.00 | 31.50 (0.88) |" in md and "| 1 | 26.00 | 26.00 (1.00) |" in md
 
 
-@pytest.mark.parametrize("bad", ["14:3", "7:0", "13:12,x", "7"])
-def test_a_blocking_out_of_range_is_one_line_naming_the_option(bad, capsys):
+@pytest.mark.parametrize("option,bad,allowed", [("--compare-blocking", b, "2..13") for b in ("14:3", "7:0", "13:12,x", "7")])
+def test_a_setting_out_of_range_is_one_line_naming_the_option(option, bad, allowed, capsys):
     with pytest.raises(SystemExit):
-        report.main(["--compare-blocking", bad])
+        report.main([option, bad])
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "--compare-blocking" in err and "2..13" in err
+    assert option in err and allowed in err
 
 
 def test_the_arithmetic_bounds_rate_is_the_fastest_burst_not_a_median():
@@ -87,3 +89,15 @@ def test_the_arithmetic_bounds_rate_is_the_fastest_burst_not_a_median():
     rate = peak_rate(run, n=10, k=8, rows=4, calls=2, bursts=6)
     assert calls[0] == (4, 8) and len(calls) == 1 + 2 * 6  # one untimed call, then the bursts
     assert 4 * 10 * 8 / 0.0035 < rate <= 4 * 10 * 8 / 0.001  # the fast state's rate
+
+
+def test_settings_are_timed_interleaved_on_a_real_forward_and_the_knob_put_back():
+    from conftest import tiny_target
+    from eagle_core.bench.knob_compare import compare_settings
+
+    applied, restored = [], []
+    settings = {"a": lambda: applied.append("a"), "b": lambda: applied.append("b")}
+    res = compare_settings(tiny_target(), settings, lambda: restored.append(True), rows=(1, 3), rounds=2, context=20)
+    assert applied == ["a", "b"] * 2 * 3  # each row count, each setting in turn, round by round (one untimed)
+    assert restored == [True] and set(res["t_ms"]) == {"a", "b"}
+    assert all(v > 0 for t in res["t_ms"].values() for v in t.values()) and set(res["t_ms"]["a"]) == {1, 3}

@@ -226,72 +226,6 @@ def render_curve(res: dict) -> str:
     return "\n".join(lines)
 
 
-def compare_blocking(target, blockings, rows=(1, 4, 6, 8, 10, 12, 13, 16), rounds: int = 7,
-                     context: int = 300) -> dict:
-    """The engine's float32 forward (body + LM head) under each smallgemm blocking (ftuning.Blocking), in
-    one process, interleaved round by round (separate runs differ by more than blockings do): -> {"t_ms":
-    {blocking text: {k: median ms}}, ...}. The library's blocking is put back after."""
-    import statistics
-
-    from ..cpu.kernels import ftuning
-    from .forward_costs import ForwardTiming
-
-    lib, timing = kernels.library(), ForwardTiming(target, context, 0)
-    was, times = ftuning.current(lib), {(b, k): [] for b in blockings for k in rows}
-    try:
-        with torch.inference_mode():
-            xs = {k: timing.ids(k) for k in rows}
-            for r in range(rounds + 1):  # round 0 untimed: code, caches, OpenMP threads
-                for k in rows:
-                    for b in blockings:
-                        ftuning.set_blocking(lib, b)
-                        body, lm = timing.step(xs[k])
-                        if r:
-                            times[(b, k)].append(1e3 * (body + lm))
-    finally:
-        ftuning.set_blocking(lib, was)
-    return {"cpu": kernels.cpu_model(), "threads": torch.get_num_threads(), "context": context, "rounds": rounds,
-            "t_ms": {b.text(): {k: statistics.median(times[(b, k)]) for k in rows} for b in blockings}}
-
-
-def render_blocking(res: dict) -> str:
-    names = list(res["t_ms"])
-    rows = list(res["t_ms"][names[0]])
-    out = [f"CPU: {res['cpu']}, {res['threads']} threads. The engine's float32 forward of k new tokens (body + LM "
-           f"head, {res['context']}-token cache) under each smallgemm blocking, median ms of {res['rounds']} "
-           f"interleaved rounds (against the first: in brackets).", "",
-           "| k | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    for k in rows:
-        base = res["t_ms"][names[0]][k]
-        out.append(f"| {k} | " + " | ".join(f"{res['t_ms'][n][k]:.2f}" + ("" if i == 0 else f" ({res['t_ms'][n][k] / base:.2f})")
-                                           for i, n in enumerate(names)) + " |")
-    return "\n".join(out)
-
-
-def _compare_blocking_cli(ap, args) -> str:
-    from ..cpu.kernels import ftuning
-    from ..target import load_target
-
-    try:
-        pairs = [b.split(":") for b in args.compare_blocking.split(",")]
-        blockings = [ftuning.Blocking(int(f), int(h)) for f, h in pairs]  # ValueError: not two whole numbers
-        if not all(2 <= b.blocked_from <= 13 and 1 <= b.height <= 12 for b in blockings):
-            raise ValueError
-    except (TypeError, ValueError):
-        ap.error(f"--compare-blocking {args.compare_blocking!r}: blockings F:H like 13:12,7:6, "
-                 "F (blocked from) 2..13 rows, H (tallest tile) 1..12")
-    res = compare_blocking(load_target(), blockings, tuple(int(k) for k in args.forward_rows.split(",")),
-                           rounds=args.repeats)
-    md = render_blocking(res)
-    print(md)
-    if args.json_out:
-        import json
-
-        with open(args.json_out, "w") as f:
-            json.dump(res, f, indent=1)
-    return md
-
-
 def main(argv=None) -> str:
     ap = argparse.ArgumentParser(prog="python -m eagle_core.bench.kernels", description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=None)
@@ -316,10 +250,10 @@ def main(argv=None) -> str:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.compare_blocking:
-        return _compare_blocking_cli(ap, args)
-    if args.curve:
-        from ..target import load_target
+        from .knob_compare import compare_cli
 
+        return compare_cli(ap, args)
+    if args.curve:
         if args.from_json:
             import json
 
@@ -327,14 +261,9 @@ def main(argv=None) -> str:
                 res = json.load(f)
             res["t_ms"] = {int(k): v for k, v in res["t_ms"].items()}
         else:
-            fast = None
-            if args.weights == "gguf":
-                from dataclasses import replace
+            from .knob_compare import target_in
 
-                from ..cpu.options import FastPath
-
-                fast = replace(FastPath.default(), weights="gguf")
-            res = curve(load_target(fast=fast), repeats=args.repeats)
+            res = curve(target_in(args.weights), repeats=args.repeats)
         md = render_curve(res)
         print(md)
         if args.json_out:

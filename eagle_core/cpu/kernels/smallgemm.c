@@ -6,7 +6,7 @@
  * 16 outputs of accumulators, and at each k its two 256-bit loads are the next 64 contiguous bytes
  * (one stream from memory per tile, not two), each multiplied by every row of x before the next
  * load. Rows beyond 6 re-read the same pair from L1/L2, not from DRAM (on AVX-512 CPUs 7-12 rows
- * are one tile of 512-bit registers instead, below).
+ * are one tile of 512-bit registers instead, or blocked where this machine measured that faster: below).
  *
  * From 2 rows up a tile also prefetches PREFETCH floats (1 KB) ahead: most of what 5 rows gained
  * over the kernel before (docs/performance.md, "The kernels' choices, measured"); 1 row gains nothing.

@@ -176,10 +176,12 @@ def rates(p: dict) -> dict:
                                                                       p["weights"][2][2], p["weights"][2][3])}
 
 
-def curve(rows=ROWS, repeats: int = 5, tile: int = 0, path: str | None = None, qpath: str = "auto") -> dict:
+def curve(rows=ROWS, repeats: int = 5, tile: int = 0, gguf: str | None = None, qpath: str = "auto") -> dict:
+    """t(k) of one forward's products from a GGUF's blocks (`gguf`: a file, None: the default model's) on
+    qblocks.c's path `qpath`, and in float32, beside their bounds (render() draws the table)."""
     from ..target import gguf_blocks
 
-    p = prepare(gguf_blocks.read(path), tile, qpath)
+    p = prepare(gguf_blocks.read(gguf), tile, qpath)
     threads = torch.get_num_threads()
     tuning = qtuning.describe(qblocks.library(), threads)  # measured now if not cached: before any timing
     bws, t_q, t_f, buf = [], {}, {}, probe_buffer()
@@ -357,7 +359,7 @@ def main(argv=None) -> str:
             with open(args.json_out, "w") as f:
                 json.dump(res, f, indent=1)
         return render_paths(res)
-    res = curve(rows, args.repeats, args.tile, args.gguf, args.path)
+    res = curve(rows, args.repeats, args.tile, gguf=args.gguf, qpath=args.path)
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(res, f, indent=1)

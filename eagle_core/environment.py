@@ -101,22 +101,33 @@ def _choice(*choices: str, aliases: Mapping[str, str] | None = None) -> Callable
     return parse
 
 
-def _qb_tuning(raw: str) -> str | dict | None:
-    """EAGLE_QB_TUNING: "auto" (measure once, cached), "off" (qblocks.c's compiled defaults, nothing
-    measured), or knobs fixed by hand, "tile=8,prefetch=1024,split=rows" (any of the three)."""
+def _knobs(raw: str, read) -> str | dict | None:
+    """A tuning variable's value: "auto" (or empty: None), "off", or "key=value,..." knobs, each part
+    turned into (name, value) by read(key, value), which returns None for a part it cannot read."""
     text = raw.strip().lower()
     if text in ("", "auto", "off"):
         return text or None
     knobs = {}
     for part in text.split(","):
         key, _, val = (p.strip() for p in part.partition("="))
-        if key == "split" and val in ("groups", "rows"):
-            knobs[key] = val
-        elif key in ("tile", "prefetch") and val.isdigit():
-            knobs[key] = int(val)
-        else:
+        knob = read(key, val)
+        if knob is None:
             raise ValueError(f"cannot read {part.strip()!r}")
-    if not 1 <= knobs.get("tile", 1) <= 16 or knobs.get("prefetch", 0) % 64 or knobs.get("prefetch", 0) > 16384:
+        knobs[knob[0]] = knob[1]
+    return knobs
+
+
+def _qb_tuning(raw: str) -> str | dict | None:
+    """EAGLE_QB_TUNING: "auto" (measure once, cached), "off" (qblocks.c's compiled defaults, nothing
+    measured), or knobs fixed by hand, "tile=8,prefetch=1024,split=rows" (any of the three)."""
+    def read(key, val):
+        if key == "split" and val in ("groups", "rows"):
+            return key, val
+        return (key, int(val)) if key in ("tile", "prefetch") and val.isdigit() else None
+
+    knobs = _knobs(raw, read)
+    if isinstance(knobs, dict) and (not 1 <= knobs.get("tile", 1) <= 16 or knobs.get("prefetch", 0) % 64
+                                    or knobs.get("prefetch", 0) > 16384):
         raise ValueError("out of range")
     return knobs
 
@@ -124,16 +135,13 @@ def _qb_tuning(raw: str) -> str | dict | None:
 def _f32_tuning(raw: str) -> str | dict | None:
     """EAGLE_F32_TUNING: "auto" (measure once, cached), "off" (smallgemm.c's compiled blocking), or the
     blocking fixed by hand, "from=9,height=8" (either): blocked from 2..13 rows, tiles of 1..12."""
-    text = raw.strip().lower()
-    if text in ("", "auto", "off"):
-        return text or None
-    knobs = {}
-    for part in text.split(","):
-        key, _, val = (p.strip() for p in part.partition("="))
-        if key not in ("from", "height") or not val.isdigit():
-            raise ValueError(f"cannot read {part.strip()!r}")
-        knobs["blocked_from" if key == "from" else "height"] = int(val)
-    if not 2 <= knobs.get("blocked_from", 13) <= 13 or not 1 <= knobs.get("height", 12) <= 12:
+    def read(key, val):
+        names = {"from": "blocked_from", "height": "height"}
+        return (names[key], int(val)) if key in names and val.isdigit() else None
+
+    knobs = _knobs(raw, read)
+    if isinstance(knobs, dict) and (not 2 <= knobs.get("blocked_from", 13) <= 13
+                                    or not 1 <= knobs.get("height", 12) <= 12):
         raise ValueError("out of range")
     return knobs
 

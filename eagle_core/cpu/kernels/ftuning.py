@@ -25,7 +25,6 @@ defaults; "from=9,height=8" fixes the knobs by hand (the other: its default).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
 import threading
@@ -36,7 +35,8 @@ import numpy as np
 import torch
 
 from ...environment import value
-from .build import cache_dir, cpu_model
+from .build import cache_dir
+from .qtuning import cache_file, load_choice, save_choice, score
 
 SOURCE = os.path.join(os.path.dirname(__file__), "smallgemm.c")
 WIDE = 12  # smallgemm.c's WIDE: the compiled default blocks from WIDE + 1 rows in tiles of at most WIDE
@@ -84,10 +84,7 @@ def set_blocking(lib, b: Blocking) -> None:
 
 
 def _cache_path(threads: int) -> str:
-    with open(SOURCE, "rb") as f:
-        src = hashlib.sha256(f.read()).hexdigest()[:8]
-    key = f"{cpu_model()}|{threads}|{src}|{TUNING_VERSION}"
-    return os.path.join(cache_dir(), f"ftuning-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json")
+    return cache_file(cache_dir(), "ftuning", SOURCE, threads, TUNING_VERSION)
 
 
 def workload(lib, shapes=SHAPES) -> list[tuple[torch.Tensor, int, int]]:
@@ -128,8 +125,6 @@ def compare(lib, work, threads: int, candidates, rows, rounds: int) -> dict:
 
 def measure(lib, threads: int, work=None, rounds: int = ROUNDS) -> tuple[Blocking, dict]:
     """-> (the choice, {candidate text: score}); the compiled default unless another scores PREFER better."""
-    from .qtuning import score
-
     work = work if work is not None else workload(lib)
     was = current(lib)
     try:
@@ -143,21 +138,12 @@ def measure(lib, threads: int, work=None, rounds: int = ROUNDS) -> tuple[Blockin
 
 
 def _load(path: str) -> Blocking | None:
+    choice = load_choice(path)
     try:
-        with open(path) as f:
-            b = Blocking(**json.load(f)["choice"])
-    except (OSError, ValueError, KeyError, TypeError):
+        b = None if choice is None else Blocking(**choice)
+    except TypeError:
         return None
-    return b if 2 <= b.blocked_from <= WIDE + 1 and 1 <= b.height <= WIDE else None
-
-
-def _save(path: str, threads: int, choice: Blocking, log: dict, seconds: float) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"cpu": cpu_model(), "threads": threads, "choice": asdict(choice), "scores": log,
-                   "seconds": round(seconds, 2), "rows": ROWS}, f, indent=1)
-    os.replace(tmp, path)
+    return b if b is not None and 2 <= b.blocked_from <= WIDE + 1 and 1 <= b.height <= WIDE else None
 
 
 def ensure(lib, threads: int) -> Blocking:
@@ -188,7 +174,7 @@ def _retune(lib, threads: int) -> tuple[Blocking, str]:
     t0 = time.perf_counter()
     choice, log = measure(lib, threads)
     seconds = time.perf_counter() - t0
-    _save(_cache_path(threads), threads, choice, log, seconds)
+    save_choice(_cache_path(threads), threads, asdict(choice), log, seconds, ROWS)
     return choice, f"measured in {seconds:.1f} s"
 
 

@@ -91,11 +91,37 @@ def declared(lib):
     return lib
 
 
-def _cache_path(threads: int) -> str:
-    with open(SOURCE, "rb") as f:
+def cache_file(folder: str, prefix: str, source: str, threads: int, version: int) -> str:
+    """Where a kernel's measured choice is cached: keyed by CPU model, thread count, the kernel source's
+    hash and the way of choosing (`version`). ftuning.py keeps smallgemm.c's blocking the same way."""
+    with open(source, "rb") as f:
         src = hashlib.sha256(f.read()).hexdigest()[:8]
-    key = f"{cpu_model()}|{threads}|{src}|{TUNING_VERSION}"
-    return os.path.join(cache_dir(), f"qtuning-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json")
+    key = f"{cpu_model()}|{threads}|{src}|{version}"
+    return os.path.join(folder, f"{prefix}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json")
+
+
+def load_choice(path: str) -> dict | None:
+    """The "choice" a cache file holds (None: no file, or not one of ours)."""
+    try:
+        with open(path) as f:
+            choice = json.load(f)["choice"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return choice if isinstance(choice, dict) else None
+
+
+def save_choice(path: str, threads: int, choice: dict, log: dict, seconds: float, rows: dict) -> None:
+    """Writes a measured choice with its scores (aside, then moved: a reader never sees half a file)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"cpu": cpu_model(), "threads": threads, "choice": choice, "scores": log,
+                   "seconds": round(seconds, 2), "rows": rows}, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _cache_path(threads: int) -> str:
+    return cache_file(cache_dir(), "qtuning", SOURCE, threads, TUNING_VERSION)
 
 
 def set_tuning(lib, threads: int, tuning: Tuning) -> None:
@@ -189,20 +215,11 @@ def measure(lib, threads: int, work=None) -> tuple[Tuning, dict]:
 
 
 def _load(path: str) -> Tuning | None:
+    choice = load_choice(path)
     try:
-        with open(path) as f:
-            return Tuning(**json.load(f)["choice"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return None if choice is None else Tuning(**choice)
+    except TypeError:
         return None
-
-
-def _save(path: str, threads: int, choice: Tuning, log: dict, seconds: float) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"cpu": cpu_model(), "threads": threads, "choice": asdict(choice), "scores": log,
-                   "seconds": round(seconds, 2), "rows": ROWS}, f, indent=1)
-    os.replace(tmp, path)
 
 
 def ensure(lib, threads: int) -> Tuning:
@@ -237,7 +254,7 @@ def retune(lib, threads: int) -> tuple[Tuning, dict]:
     t0 = time.perf_counter()
     choice, log = measure(lib, threads)
     seconds = time.perf_counter() - t0
-    _save(_cache_path(threads), threads, choice, log, seconds)
+    save_choice(_cache_path(threads), threads, asdict(choice), log, seconds, ROWS)
     set_tuning(lib, threads, choice)
     _APPLIED[(id(lib), threads)] = (choice, f"measured in {seconds:.1f} s")
     return choice, log

@@ -164,7 +164,7 @@ def curve(target, rows=CURVE_ROWS, repeats: int = 5, context: int = 300) -> dict
                          "head_dim": getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads}}
     if gguf:
         res["blocks"] = blocks
-    else:
+    elif kernels.library() is not None:  # the portable path has no smallgemm, so no blocking to name
         from ..cpu.kernels import ftuning
 
         res["blocking"] = ftuning.describe(kernels.library(), res["threads"])

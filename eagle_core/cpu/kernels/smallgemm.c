@@ -190,7 +190,16 @@ static const tile_fn TILES512[2][WIDE + 1] = {
  * the block is in L1 for all the tiles and each weight is streamed once for all rows. A tile's sums are kept between blocks in
  * `acc` as float32, exactly, so every output is still one accumulator updated by fma in k order from 0:
  * the same bits as the tiles above, for any row count (docs/performance.md, "No cliff past 12 rows"). */
-#define KB 128
+#ifndef KB
+#define KB 128 /* 64 ran the same on the Xeon, 256 10% slower at 13-16 rows */
+#endif
+/* Into which cache the blocked path prefetches: L1 (0) on every CPU. Its block is read again by every
+ * tile, so it belongs in L1; on the Xeon, where the one-tile path prefetches into L2 (prefetch_l2),
+ * L1 here was 3% faster at 8-16 rows and no prefetch 20-30% slower (docs/performance.md, "What was
+ * tried"; scripts/measure_kernel_builds.py --builds BLOCK512_L2=1 BLOCK512_L2=0 --rows 8,13,16). */
+#ifndef BLOCK512_L2
+#define BLOCK512_L2 0
+#endif
 #define BLOCK_ROWS 48 /* rows sharing one pass over the weights; more rows take further passes */
 static inline __attribute__((always_inline)) A512 void block512(const float *x, int64_t ldx, const int R,
         const int NP, const char *p, int64_t pstride, const int half, int64_t k0, int64_t k1, float *acc,
@@ -205,7 +214,7 @@ static inline __attribute__((always_inline)) A512 void block512(const float *x, 
         /* every tile prefetches its share of the next block (`next`, one 64-byte line of each pair per
          * `nstep` bytes of its own progress), so the memory streams while all the tiles compute */
         const char *f = next + ((kk - k0) * nstep >> 6 << 6);
-        if (prefetch_l2) {
+        if (BLOCK512_L2) {
             _mm_prefetch(f, _MM_HINT_T1);
             if (NP > 1) _mm_prefetch(f + pstride, _MM_HINT_T1);
         } else {

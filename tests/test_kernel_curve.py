@@ -42,6 +42,34 @@ def test_the_gguf_curve_bounds_each_format_by_its_own_warm_rate_and_shows_the_at
     assert "weights gguf" in md and "q4_1 244 G/s" in md and "| not met |" in md
 
 
+def test_the_floor_keeps_a_forwards_other_work_and_puts_its_products_at_the_arithmetic_bound():
+    res = _res({1: 8.2, 13: 14.5, 16: 16.3})
+    res.update(weights="gguf", weight_mb=96.0, products_1_ms=3.5,
+               blocks={"mb": 96.0, "macs": {"q4_1": 106_168_320}, "rates_gmacs": {"q4_1": 250.0}})
+    a13 = 1e3 * 13 * 106_168_320 / 250e9  # 5.52 ms: above the products' 3.5 ms at one row, below t(1)
+    least, ratio = report.floor(res, 13)
+    assert least == pytest.approx(8.2 - 3.5 + a13) and ratio == pytest.approx(least / 8.2)
+    assert ratio > report.CLIFF_GOAL  # 1.25: out of reach, however lean the rest of the forward
+    leaner = dict(res, t_ms={1: 6.2, 13: 12.0}, products_1_ms=3.5)  # 2 ms less outside the products
+    assert report.floor(leaner, 13)[1] > ratio
+    slow = dict(res, products_1_ms=6.0)  # one-row products slower than 13 rows' arithmetic: t(1) is the floor
+    assert report.floor(slow, 13) == pytest.approx((8.2, 1.0))
+    md = report.render_curve(res)
+    assert "t(13) >= 10.2 ms, 1.25 x" in md and "out of reach" in md and "3.5 ms of t(1) = 8.2 ms" in md
+    assert report.floor(_res({1: 8.2, 13: 9.0}), 13) is None  # a record without the products' time
+
+
+def test_the_float32_floor_counts_the_products_at_the_fastest_rate_measured():
+    res = dict(_res({1: 26.8, 16: 37.2}, peak=353.0, own=242.0), products_1_ms=23.0)
+    least, ratio = report.floor(res, 16)  # 16 rows at 353 GFLOP/s: 12.2 ms, under the one-row 23 ms
+    assert least == pytest.approx(26.8) and ratio == pytest.approx(1.0)
+    fast = dict(_res({1: 12.0, 16: 40.0}, peak=200.0, own=400.0), products_1_ms=9.0)
+    a16 = 2 * 134_479_872 * 16 / 200e9 * 1e3  # the goal's bound (torch's rate): 21.5 ms
+    least, ratio = report.floor(fast, 16)
+    assert least == pytest.approx(3.0 + a16 / 2) and ratio == pytest.approx(least / a16)  # products at 400
+    assert "within reach in principle" in report.render_curve(fast)
+
+
 def test_the_rendered_curve_names_the_machine_the_bounds_and_each_verdict():
     md = report.render_curve(_res({1: 12.0, 2: 12.5, 13: 32.0}))
     assert "weights float32" in md
@@ -101,3 +129,24 @@ def test_settings_are_timed_interleaved_on_a_real_forward_and_the_knob_put_back(
     assert applied == ["a", "b"] * 2 * 3  # each row count, each setting in turn, round by round (one untimed)
     assert restored == [True] and set(res["t_ms"]) == {"a", "b"}
     assert all(v > 0 for t in res["t_ms"].values() for v in t.values()) and set(res["t_ms"]["a"]) == {1, 3}
+
+
+def test_the_floors_one_row_products_are_the_forwards_own_products_without_the_python_around_them():
+    import torch
+
+    from eagle_core.bench import qblocks_curve as qc
+    from eagle_core.cpu.kernels import qblocks
+    from eagle_core.target import gguf_blocks
+
+    if qblocks.library() is None:
+        pytest.skip("no qblocks library")
+    ws = qc.forward_weights(gguf_blocks.read(None))
+    assert len(ws) == 4 * 30 + 1 and ws[-1][2:] == (49152, 576)  # grouped as the decoder groups them, LM head last
+    some = [ws[0], ws[3], ws[-1]]  # q/k/v (Q4_1), down (Q4_1), the LM head (Q8_0)
+    xs = {k: torch.randn(1, k) for _, _, _, k in some}
+    lib = qblocks.library()
+    calls, keep = qc.direct_calls(lib, some, xs)
+    assert all(lib.qb_matmul(*c) == 0 for c in calls)
+    for (fmt, data, n, k), (packed, y) in zip(some, keep):
+        assert torch.equal(y, qblocks.matmul(fmt, xs[k], packed, n, k))  # the same product, bit for bit
+    assert qc.products_one_row("gguf", repeats=1) > 0

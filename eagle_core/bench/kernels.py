@@ -162,6 +162,9 @@ def curve(target, rows=CURVE_ROWS, repeats: int = 5, context: int = 300) -> dict
            "gflops": peak, "t_ms": {k: 1e3 * t for k, t in ts.items()},
            "attention": {"layers": cfg.num_hidden_layers, "heads": cfg.num_attention_heads,
                          "head_dim": getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads}}
+    from .qblocks_curve import products_one_row
+
+    res["products_1_ms"] = products_one_row(res["weights"], repeats)  # after the timing: its copy of the weights
     if gguf:
         res["blocks"] = blocks
     elif kernels.library() is not None:  # the portable path has no smallgemm, so no blocking to name
@@ -196,6 +199,39 @@ def curve_verdict(res: dict) -> dict:
     return out
 
 
+def floor(res: dict, k: int) -> tuple[float, float] | None:
+    """The least t(k) a forward like the measured one could reach, and its ratio to the goal's bound: its
+    work outside the products at one row (t(1) minus the products' own one-row time, `products_1_ms`)
+    not shrinking with rows, and its k rows' products at the arithmetic bound's rate (never faster than
+    one row's). A forward cut leaner outside its products, or with faster one-row products, only raises
+    the ratio. None for a record without the products' time."""
+    p1, v = res.get("products_1_ms"), curve_verdict(res)
+    if not p1 or k not in v:
+        return None
+    t1, arith, g = res["t_ms"][min(res["t_ms"])], v[k][2], res["gflops"]
+    # the products can beat neither the goal's rate nor the fastest measured (float32: the engine's own)
+    fastest = arith if res.get("weights") == "gguf" else arith * g["torch_mm"] / max(g["peak"], g["torch_mm"])
+    least = max(t1 - p1, 0.0) + max(fastest, p1)
+    return least, least / max(t1, arith)
+
+
+def _floor_lines(res: dict) -> list[str]:
+    ks = [k for k in (13, 16) if floor(res, k)]
+    if not ks:
+        return []
+    t1 = res["t_ms"][min(res["t_ms"])]
+    p1 = res["products_1_ms"]
+    out = ["", f"The floor: the products alone at one row took {p1:.1f} ms of t(1) = {t1:.1f} ms, so "
+               f"{max(t1 - p1, 0.0):.1f} ms of a forward is other work (attention, norms, Python). With that work "
+               "not growing with rows and the k rows' products at the arithmetic bound:"]
+    for k in ks:
+        least, ratio = floor(res, k)
+        verdict = ("out of reach, unless a forward spends longer than this one outside its products or on one "
+                   "row's products" if ratio > CLIFF_GOAL else "the goal is within reach in principle")
+        out.append(f"- t({k}) >= {least:.1f} ms, {ratio:.2f} x max(t(1), arithmetic): {verdict}.")
+    return out
+
+
 def render_curve(res: dict) -> str:
     g = res["gflops"]
     blocks = res.get("blocks") if res.get("weights") == "gguf" else None
@@ -223,7 +259,7 @@ def render_curve(res: dict) -> str:
     for k, (t, stream, arith, ratio, ok, own, attn) in curve_verdict(res).items():
         lines.append(f"| {k} | {t:.1f} | {t / t1:.2f} | {stream:.1f} | {arith:.1f} | {ratio:.2f} | "
                      f"{'met' if ok else 'not met'} | {own:.2f} | {attn:.1f} |")
-    return "\n".join(lines)
+    return "\n".join(lines + _floor_lines(res))
 
 
 def main(argv=None) -> str:

@@ -134,7 +134,7 @@ def test_settings_are_timed_interleaved_on_a_real_forward_and_the_knob_put_back(
 def test_the_floors_one_row_products_are_the_forwards_own_products_without_the_python_around_them():
     import torch
 
-    from eagle_core.bench import qblocks_curve as qc
+    from eagle_core.bench import products_alone as pa, qblocks_curve as qc
     from eagle_core.cpu.kernels import qblocks
     from eagle_core.target import gguf_blocks
 
@@ -145,8 +145,8 @@ def test_the_floors_one_row_products_are_the_forwards_own_products_without_the_p
     some = [ws[0], ws[3], ws[-1]]  # q/k/v (Q4_1), down (Q4_1), the LM head (Q8_0)
     xs = {k: torch.randn(1, k) for _, _, _, k in some}
     lib = qblocks.library()
-    calls, keep = qc.direct_calls(lib, some, xs)
+    calls, keep = pa.direct_calls(lib, some, xs)
     assert all(lib.qb_matmul(*c) == 0 for c in calls)
     for (fmt, data, n, k), (packed, y) in zip(some, keep):
         assert torch.equal(y, qblocks.matmul(fmt, xs[k], packed, n, k))  # the same product, bit for bit
-    assert qc.products_one_row("gguf", repeats=1) > 0
+    assert pa.products_one_row("gguf", repeats=1) > 0

@@ -156,13 +156,16 @@ def curve(target, rows=CURVE_ROWS, repeats: int = 5, context: int = 300) -> dict
     params = sum(m.in_features * m.out_features for m in target.model.modules()  # every linear layer, LM head too
                  if hasattr(m, "in_features") and hasattr(m, "out_features"))
     cfg = target.config
-    res = {"cpu": kernels.cpu_model(), "threads": torch.get_num_threads(), "context": context,
+    import time
+
+    res = {"cpu": kernels.cpu_model(), "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "threads": torch.get_num_threads(), "context": context,
            "weights": "gguf" if gguf else "float32", "bandwidth_gbs": bw,
            "weight_mb": blocks["mb"] if gguf else weight_bytes(target.model) / 1e6, "product_params": params,
            "gflops": peak, "t_ms": {k: 1e3 * t for k, t in ts.items()},
            "attention": {"layers": cfg.num_hidden_layers, "heads": cfg.num_attention_heads,
                          "head_dim": getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads}}
-    from .qblocks_curve import products_one_row
+    from .products_alone import products_one_row
 
     res["products_1_ms"] = products_one_row(res["weights"], repeats)  # after the timing: its copy of the weights
     if gguf:
@@ -246,7 +249,8 @@ def render_curve(res: dict) -> str:
         own_note = (f"t(k) held to the fastest rate measured, {g['peak']:.0f} GFLOP/s (the engine's own products "
                     f"from the caches: {g.get('smallgemm', 0):.0f})")
     blocking = f" (smallgemm {res['blocking']})" if res.get("blocking") else ""
-    lines = [f"CPU: {res['cpu']}, {res['threads']} threads, torch {torch.__version__}, weights "
+    when = f", {res['recorded']}" if res.get("recorded") else ""
+    lines = [f"CPU: {res['cpu']}{when}, {res['threads']} threads, torch {torch.__version__}, weights "
              f"{res.get('weights', 'float32')}{blocking}. The engine's forward of k new tokens (body + LM head for all k rows, "
              f"{res['context']}-token cache), median ms. Streaming bound: {res['weight_mb']:.0f} MB of weights at "
              f"{res['bandwidth_gbs']:.1f} GB/s. Arithmetic bound: {bound}; the second ratio: {own_note}. "

@@ -40,6 +40,7 @@ from torch.nn.modules import module as _torch_module
 
 from . import kernels
 from .kernels import attention, ftuning
+from .layer_loop import c_layer, fused_layers  # noqa: F401 (c_layer: head_pass imports it from here)
 from .quant_linear import QuantLinear, blocks_in_layers, layer_kinds
 from ..target.hf_compat import cache_kwarg
 from ..kvcache import GrowingLayer
@@ -62,19 +63,6 @@ def c_weight_args(norms: tuple, prods: tuple) -> list | None:
         w = p.packed if isinstance(p, QuantLinear) else p.state[0]
         out += [w.data_ptr(), None if p.bias is None else p.bias.data_ptr()]
     return out
-
-
-def c_layer(h, n, D, H, G, d, inter, weights, cos, sin, k, v, start, mask, scale, xin=None, half=0) -> None:
-    """One layer.c decoder_layer call: h (n, D) updated in place; k, v the layer's cache buffers
-    (G heads, rows d apart), new entries written from row `start`; cos, sin (n, d) contiguous;
-    mask (n, start + n) additive contiguous or None (causal); xin (n, K) the q/k/v product's input
-    when the layer's input norm is not applied to h."""
-    rc = kernels.library().decoder_layer(
-        h.data_ptr(), n, D, H, G, d, inter, *weights, cos.data_ptr(), sin.data_ptr(), k.data_ptr(), v.data_ptr(),
-        k.stride(-3), start, None if mask is None else mask.data_ptr(), float(scale), torch.get_num_threads(),
-        None if xin is None else xin.data_ptr(), D if xin is None else xin.shape[1], int(half))
-    if rc != 0:
-        raise MemoryError("layer.c: out of memory") if rc == -1 else RuntimeError("layer.c: qb_matmul refused")
 
 
 def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -371,23 +359,10 @@ class CpuDecoder:
         return all(L.c_args is not None for L in layers)
 
     def _fused(self, layers, h, cache, mask, cos, sin, want) -> torch.Tensor:
-        """The layers as one layer.c call each: h (1, n, D) -> the last layer's output (before the
-        final norm); the residual stream entering layer i copied into want[i]."""
-        (n, D), (H, G, d) = h.shape[1:], (self.heads, self.kv_heads, self.head_dim)
+        """The layers through layer.c (layer_loop.fused_layers): h (1, n, D) -> the last layer's output
+        (before the final norm); the residual stream entering layer i copied into want[i]."""
         self.c_calls += 1
-        if mask is not None:
-            mask = (attention.additive(mask[0, 0]) if mask.dtype == torch.bool else mask[0, 0].float()).contiguous()
-        cos, sin = cos[0, :, 0].contiguous(), sin[0, :, 0].contiguous()  # (n, d)
-        h = h.contiguous()
-        like = torch.empty(1, G, 0, d)
-        for i, L in enumerate(layers):
-            if i in want:
-                want[i] = h.clone()
-            lc = cache.layers[i]
-            L0 = lc.reserve(n, like, like)  # half=L.kinds: the products' storages (panels or blocks)
-            c_layer(h, n, D, H, G, d, self.inter, L.c_args, cos, sin, lc._kbuf, lc._vbuf, L0, mask, L.scaling, None, L.kinds)
-            lc.commit(L0 + n)
-        return h
+        return fused_layers(self, layers, h, cache, mask, cos, sin, want)
 
 
 def build(target) -> tuple[CpuDecoder | None, str, str]:

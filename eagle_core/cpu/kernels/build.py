@@ -91,6 +91,8 @@ def _declared(lib):
                                   vp, vp, vp, vp, vp, vp, i64, i64, vp, f32, ctypes.c_int, vp, i64,
                                   ctypes.c_int]
     lib.decoder_layer.restype = ctypes.c_int
+    lib.decoder_layers.argtypes = [vp, i64, i64, i64, i64, i64, i64, vp, i64, vp, vp, i64, vp, ctypes.c_int]
+    lib.decoder_layers.restype = ctypes.c_int
     lib.layer_set_qblocks.argtypes = [vp]  # qblocks.c's qb_matmul, for the gguf format's products
     lib.layer_has_qblocks.restype = ctypes.c_int
     lib.row_stats.argtypes = [vp, i64, i64, i64, vp, vp, vp, ctypes.c_int]

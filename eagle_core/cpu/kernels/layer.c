@@ -216,6 +216,37 @@ int decoder_layer(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t 
     return 0;
 }
 
+/* One layer's decoder_layer arguments for decoder_layers (eagle_core/cpu/layer_loop.py's LayerCall, field
+ * for field): its weights, which stay between forwards, its cache buffers (set again when they grow),
+ * and where the residual stream entering it is copied ([m][D], or NULL: not captured). */
+typedef struct {
+    const float *ln1, *ln2;
+    float eps1, eps2, scale;
+    int kinds;
+    const void *w[4];
+    const float *b[4];
+    float *kbuf, *vbuf;
+    int64_t ldh;
+    float *capture;
+} LayerCall;
+
+/* decoder_layer for each of nl layers in turn, every layer's new cache rows written from L0: the
+ * forward's layer loop in one call, rather than a Python call of ~40 arguments a layer. The same calls,
+ * so the same bits. Returns 0, or the first failing layer's code. */
+int decoder_layers(float *h, int64_t m, int64_t D, int64_t H, int64_t G, int64_t d, int64_t I,
+                   const LayerCall *layers, int64_t nl, const float *cos, const float *sin, int64_t L0,
+                   const float *mask, int nthreads) {
+    for (int64_t i = 0; i < nl; i++) {
+        const LayerCall *c = layers + i;
+        if (c->capture) memcpy(c->capture, h, sizeof(float) * (size_t)(m * D));
+        int rc = decoder_layer(h, m, D, H, G, d, I, c->ln1, c->eps1, c->ln2, c->eps2, c->w[0], c->b[0], c->w[1],
+                               c->b[1], c->w[2], c->b[2], c->w[3], c->b[3], cos, sin, c->kbuf, c->vbuf, c->ldh, L0,
+                               mask, c->scale, nthreads, NULL, D, c->kinds);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 /* ---- A draft head's whole drafting pass in one call (eagle_core/cpu/fused_pass.py) -------------
  *
  * A drafting pass through torch is ~30 operations and five kernel calls around the layer above: the

@@ -270,3 +270,11 @@ def chinese_figures_en() -> dict[str, go.Figure]:
 
     eagle, vanilla = illustration()
     return {k: v for k, v in views.all_views(views.new_state(eagle, vanilla), "en").items() if isinstance(v, go.Figure)}
+
+
+def test_the_docs_figures_tree_labels_go_above_where_the_points_crowd():
+    from eagle_core.bench.hardware_png import label_offsets
+
+    # 7, 8 and 9 rows sit within 1.2x of each other on the log axis: the middle label goes above
+    assert label_offsets([2, 5, 7, 8, 9, 13, 17]) == [-16, -16, -16, 10, -16, -16, -16]
+    assert label_offsets([7, 8]) == [-16, 10] and label_offsets([]) == []

@@ -219,16 +219,15 @@ def floor(res: dict, k: int) -> tuple[float, float] | None:
 
 
 def _floor_lines(res: dict) -> list[str]:
-    ks = [k for k in (13, 16) if floor(res, k)]
-    if not ks:
+    floors = {k: f for k in (13, 16) if (f := floor(res, k))}
+    if not floors:
         return []
     t1 = res["t_ms"][min(res["t_ms"])]
     p1 = res["products_1_ms"]
     out = ["", f"The floor: the products alone at one row took {p1:.1f} ms of t(1) = {t1:.1f} ms, so "
                f"{max(t1 - p1, 0.0):.1f} ms of a forward is other work (attention, norms, Python). With that work "
                "not growing with rows and the k rows' products at the arithmetic bound:"]
-    for k in ks:
-        least, ratio = floor(res, k)
+    for k, (least, ratio) in floors.items():
         verdict = ("out of reach, unless a forward spends longer than this one outside its products or on one "
                    "row's products" if ratio > CLIFF_GOAL else "the goal is within reach in principle")
         out.append(f"- t({k}) >= {least:.1f} ms, {ratio:.2f} x max(t(1), arithmetic): {verdict}.")

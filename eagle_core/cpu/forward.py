@@ -40,7 +40,7 @@ from torch.nn.modules import module as _torch_module
 
 from . import kernels
 from .kernels import attention, ftuning
-from .layer_loop import c_layer, fused_layers  # noqa: F401 (c_layer: head_pass imports it from here)
+from .layer_loop import fused_layers
 from .quant_linear import QuantLinear, blocks_in_layers, layer_kinds
 from ..target.hf_compat import cache_kwarg
 from ..kvcache import GrowingLayer

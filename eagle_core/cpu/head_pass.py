@@ -38,7 +38,8 @@ from . import kernels
 from ..drafting.head import EagleHead
 from ..drafting.head3 import Eagle3Head
 from .kernels import attention
-from .forward import Product, c_layer, c_weight_args, has_hooks, own_product, stacked_product
+from .forward import Product, c_weight_args, has_hooks, own_product, stacked_product
+from .layer_loop import c_layer
 from .forward import rms_norm as _rms  # head_layers.RMSNorm on float32, op for op
 
 

@@ -17,7 +17,11 @@ import torch
 from . import kernels
 from .kernels import attention
 
-_ERRORS = {-1: "out of memory", -3: "qb_matmul refused"}
+
+def _check(rc: int) -> None:
+    """layer.c's return code: 0, -1 out of memory, else a product on blocks refused."""
+    if rc != 0:
+        raise MemoryError("layer.c: out of memory") if rc == -1 else RuntimeError("layer.c: qb_matmul refused")
 
 
 def c_layer(h, n, D, H, G, d, inter, weights, cos, sin, k, v, start, mask, scale, xin=None, half=0) -> None:
@@ -29,8 +33,7 @@ def c_layer(h, n, D, H, G, d, inter, weights, cos, sin, k, v, start, mask, scale
         h.data_ptr(), n, D, H, G, d, inter, *weights, cos.data_ptr(), sin.data_ptr(), k.data_ptr(), v.data_ptr(),
         k.stride(-3), start, None if mask is None else mask.data_ptr(), float(scale), torch.get_num_threads(),
         None if xin is None else xin.data_ptr(), D if xin is None else xin.shape[1], int(half))
-    if rc != 0:
-        raise MemoryError("layer.c: out of memory") if rc == -1 else RuntimeError("layer.c: qb_matmul refused")
+    _check(rc)
 
 
 class LayerCall(ctypes.Structure):
@@ -72,8 +75,7 @@ class LayerLoop:
         finally:
             for i in want:
                 calls[i].capture = None
-        if rc != 0:
-            raise MemoryError("layer.c: out of memory") if rc == -1 else RuntimeError(f"layer.c: {_ERRORS.get(rc, rc)}")
+        _check(rc)
 
 
 def loop_for(decoder, layers) -> LayerLoop:

@@ -36,7 +36,7 @@ import torch
 
 from ...environment import value
 from .build import cache_dir
-from .qtuning import cache_file, load_choice, save_choice, score
+from .qtuning import cache_file, load_choice, save_choice, score, sum_of_minima
 
 SOURCE = os.path.join(os.path.dirname(__file__), "smallgemm.c")
 WIDE = 12  # smallgemm.c's WIDE: the compiled default blocks from WIDE + 1 rows in tiles of at most WIDE
@@ -113,14 +113,9 @@ def compare(lib, work, threads: int, candidates, rows, rounds: int) -> dict:
     """Blocking -> {rows: seconds}: each product's fastest over the rounds, summed; the candidates
     interleaved round by round (qtuning.compare's method, on these products)."""
     xs = {(r, k): torch.randn(r, k) for r in rows for k in {k for _, _, k in work}}
-    best = {c: {r: np.full(len(work), np.inf) for r in rows} for c in candidates}
     for c in candidates:
         _time(lib, work[:2], xs, threads, max(rows), c)  # warm: code paths, OpenMP threads
-    for _ in range(rounds):
-        for c in candidates:
-            for r in rows:
-                best[c][r] = np.minimum(best[c][r], _time(lib, work, xs, threads, r, c))
-    return {c: {r: float(t.sum()) for r, t in ts.items()} for c, ts in best.items()}
+    return sum_of_minima(candidates, rows, rounds, lambda c, r: _time(lib, work, xs, threads, r, c))
 
 
 def measure(lib, threads: int, work=None, rounds: int = ROUNDS) -> tuple[Blocking, dict]:

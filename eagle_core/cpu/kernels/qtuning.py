@@ -174,13 +174,21 @@ def compare(lib, work, threads: int, candidates, rows, rounds: int) -> dict:
     a few products of a round, not the round: the sum of minima survives a machine busier than a
     minimum of whole passes would)."""
     xs = {r: torch.randn(r, work[0][3]) for r in rows}
-    best = {c: {r: np.full(len(work), np.inf) for r in rows} for c in candidates}
     for c in candidates:
         _time(lib, work[:1], xs, threads, max(rows), c)  # warm: code paths, OpenMP threads
+    return sum_of_minima(candidates, rows, rounds, lambda c, r: _time(lib, work, xs, threads, r, c))
+
+
+def sum_of_minima(candidates, rows, rounds: int, run) -> dict:
+    """Candidate -> {rows: seconds}: run(candidate, rows) -> each product's seconds (an array), called
+    round by round for every candidate and row count in turn; each product's fastest over the rounds,
+    summed (compare's method; ftuning.compare's too)."""
+    best = {c: {r: None for r in rows} for c in candidates}
     for _ in range(rounds):
         for c in candidates:
             for r in rows:
-                best[c][r] = np.minimum(best[c][r], _time(lib, work, xs, threads, r, c))
+                t = run(c, r)
+                best[c][r] = t if best[c][r] is None else np.minimum(best[c][r], t)
     return {c: {r: float(t.sum()) for r, t in ts.items()} for c, ts in best.items()}
 
 

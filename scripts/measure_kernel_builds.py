@@ -61,6 +61,10 @@ def main(argv=None) -> dict:
                     help="both builds' smallgemm blocking: blocked from F rows, tiles of at most H")
     ap.add_argument("--json-out")
     args = ap.parse_args(argv)
+    from eagle_core.bench.knob_compare import parse_blockings, parse_rows
+
+    row_counts = parse_rows(ap, args.rows, "--rows")
+    blocking = parse_blockings(ap, args.blocking, "--blocking")[:1] if args.blocking else []
     # after the arguments, so that --help loads nothing
     import torch
     from eagle_core.bench.report import bandwidth_bands, save_json
@@ -72,11 +76,9 @@ def main(argv=None) -> dict:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     with tempfile.TemporaryDirectory() as tmp:
         libs = {d: compiled(d, tmp, i) for i, d in enumerate(names)}
-        if args.blocking:
-            f, h = (int(v) for v in args.blocking.split(":"))
-            for lib in libs.values():
-                if lib.smallgemm_set_blocking(f, h):
-                    sys.exit(f"--blocking {args.blocking}: out of range")
+        for lib in libs.values():
+            for b in blocking:
+                lib.smallgemm_set_blocking(b.blocked_from, b.height)
         g = torch.Generator().manual_seed(0)
         weights = [packed(libs[names[0]], n, k, g) for n, k in SHAPES]  # the same packing in both builds
         big = torch.randn((256 << 20) // 4)
@@ -86,7 +88,7 @@ def main(argv=None) -> dict:
             libs[names[0]].stream_read(big.data_ptr(), big.numel(), args.threads)
             rec = {"gbs": big.numel() * 4 / (time.perf_counter() - t0) / 1e9}
             order = names if len(rounds) % 2 == 0 else names[::-1]
-            for rows in (int(r) for r in args.rows.split(",")):
+            for rows in row_counts:
                 x, y, last = torch.randn(rows, 1536), torch.empty(rows, 49152), None
                 for d in order:
                     t0 = time.perf_counter()

@@ -24,6 +24,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json-out")
     args = ap.parse_args(argv)
+    from eagle_core.bench.knob_compare import parse_rows
+
+    rows = parse_rows(ap, args.rows, "--rows")
+    if args.rounds < 1:
+        ap.error(f"--rounds {args.rounds}: at least 1")
     import torch
 
     torch.set_num_threads(args.threads)
@@ -46,7 +51,7 @@ def main(argv=None) -> dict:
     target = target_in(args.weights)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     res = compare_settings(target, {"a call a layer": use(EachLayer), "one call": use(one)}, use(one),
-                           rows=tuple(int(k) for k in args.rows.split(",")), rounds=args.rounds)
+                           rows=rows, rounds=args.rounds)
     res["recorded"] = started
     print(f"{started}. " + render(res))
     return save_json(args.json_out, res)

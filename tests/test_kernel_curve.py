@@ -150,3 +150,11 @@ def test_the_floors_one_row_products_are_the_forwards_own_products_without_the_p
     for (fmt, data, n, k), (packed, y) in zip(some, keep):
         assert torch.equal(y, qblocks.matmul(fmt, xs[k], packed, n, k))  # the same product, bit for bit
     assert pa.products_one_row("gguf", repeats=1) > 0
+
+
+@pytest.mark.parametrize("bad", ["1,y", "0", "", "65"])
+def test_row_counts_out_of_range_are_one_line_naming_the_option(bad, capsys):
+    with pytest.raises(SystemExit):
+        report.main(["--compare-blocking", "7:6", "--forward-rows", bad])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--forward-rows" in err and "1..64" in err

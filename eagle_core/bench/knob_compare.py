@@ -78,19 +78,35 @@ def target_in(weights: str):
     return load_target(fast=replace(FastPath.default(), weights="gguf"))
 
 
-def compare_cli(ap, args) -> str:
-    """kernels' --compare-blocking."""
+def parse_rows(ap, text: str, option: str) -> tuple[int, ...]:
+    """A comma list of row counts (each 1..64), or one line naming `option` (ap.error)."""
+    try:
+        rows = tuple(int(k) for k in text.split(","))
+        if not rows or not all(1 <= k <= 64 for k in rows):
+            raise ValueError
+    except ValueError:
+        ap.error(f"{option} {text!r}: row counts 1..64, comma-separated, like 1,8,13")
+    return rows
+
+
+def parse_blockings(ap, text: str, option: str) -> list:
+    """A comma list of smallgemm blockings F:H (ftuning.Blocking), or one line naming `option` (ap.error)."""
     from ..cpu.kernels import ftuning
 
-    rows = tuple(int(k) for k in args.forward_rows.split(","))
     try:
-        pairs = [b.split(":") for b in args.compare_blocking.split(",")]
+        pairs = [b.split(":") for b in text.split(",")]
         blockings = [ftuning.Blocking(int(f), int(h)) for f, h in pairs]  # ValueError: not two whole numbers
         if not all(2 <= b.blocked_from <= 13 and 1 <= b.height <= 12 for b in blockings):
             raise ValueError
     except (TypeError, ValueError):
-        ap.error(f"--compare-blocking {args.compare_blocking!r}: blockings F:H like 13:12,7:6, "
-                 "F (blocked from) 2..13 rows, H (tallest tile) 1..12")
+        ap.error(f"{option} {text!r}: blockings F:H like 13:12,7:6, F (blocked from) 2..13 rows, H (tallest tile) 1..12")
+    return blockings
+
+
+def compare_cli(ap, args) -> str:
+    """kernels' --compare-blocking."""
+    blockings = parse_blockings(ap, args.compare_blocking, "--compare-blocking")
+    rows = parse_rows(ap, args.forward_rows, "--forward-rows")
     return _print_compare(compare_blocking(target_in("float32"), blockings, rows, rounds=args.repeats), args)
 
 
